@@ -1,0 +1,181 @@
+"""The actor runtime and its SDK.
+
+    actor = Actor(config, group="gpu", instance="a1", concurrency=4)
+
+    @actor.handler("osis")
+    async def run(ctx: JobContext) -> str:
+        return do_work(ctx.job.script)
+
+    actor.run()
+
+Each registered script type gets its own link to the supervisor and its own
+loop: claim up to ``concurrency`` jobs, run them as tasks, and report each
+batch of outcomes in the same round trip that claims the next jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from gateway.actor.context import JobContext, JobFailed
+from gateway.actor.python_exec import run_python
+from gateway.config import Config
+from gateway.paths import state_dir
+from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.worker import ActorLink, Claimed, Outcome
+
+log = logging.getLogger("gateway.actor")
+
+Handler = Callable[[JobContext], Awaitable[str] | str]
+
+
+class Actor:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        group: str | None = None,
+        instance: str | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.config = config
+        self.group = group or "default"
+        self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
+        self.concurrency = concurrency
+        self.log_dir = Path(config.log_dir) if config.log_dir else state_dir() / "logs"
+        self._handlers: dict[str, Handler] = {}
+        self._stopping = asyncio.Event()
+
+    def handler(self, script_type: str) -> Callable[[Handler], Handler]:
+        """Register the function that runs jobs of ``script_type`` (async or sync)."""
+
+        def register(fn: Handler) -> Handler:
+            self._handlers[script_type] = fn
+            return fn
+
+        return register
+
+    def stop(self) -> None:
+        """Finish running jobs, report them, and return from ``serve``."""
+        self._stopping.set()
+
+    def run(self) -> None:
+        asyncio.run(self._run_until_signal())
+
+    async def _run_until_signal(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.stop)
+        await self.serve()
+
+    async def serve(self) -> None:
+        if not self._handlers:
+            raise RuntimeError("no handler registered; use @actor.handler(script_type)")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._stopping.clear()
+        await asyncio.gather(*(self._serve_type(t, h) for t, h in self._handlers.items()))
+
+    async def _serve_type(self, script_type: str, handler: Handler) -> None:
+        link = ActorLink(self.config, script_type, self.group, self.instance)
+        await link.open()
+        log.info(
+            "actor ready",
+            extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
+        )
+        running: dict[str, asyncio.Task[Outcome]] = {}
+        done: list[Outcome] = []
+        control = asyncio.create_task(self._obey_control(link, running))
+        stopping = asyncio.create_task(self._stopping.wait())
+
+        def finished(job_id: str, task: asyncio.Task[Outcome]) -> None:
+            running.pop(job_id, None)
+            cancelled = task.cancelled()  # stopped before it even began
+            done.append(Outcome(job_id, "stopped", "", "stopped") if cancelled else task.result())
+            link.poke()
+
+        try:
+            while not (self._stopping.is_set() and not running and not done):
+                want = 0 if self._stopping.is_set() else self.concurrency - len(running)
+                if done or want:
+                    outcomes, done[:] = list(done), []
+                    try:
+                        claimed = await link.cycle(outcomes, want)
+                    except UNAVAILABLE:
+                        done[:0] = outcomes  # keep them; report once Redis is back
+                        await asyncio.sleep(0.5)
+                        continue
+                    for job in claimed:
+                        task = asyncio.create_task(self._execute(link, handler, job))
+                        running[job.job_id] = task
+                        task.add_done_callback(functools.partial(finished, job.job_id))
+                    if claimed and len(claimed) == want:
+                        continue  # maybe more queued
+                waker = asyncio.create_task(link.wait_for_work())
+                await asyncio.wait({waker, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                waker.cancel()
+        finally:
+            control.cancel()
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await control
+            await link.close()
+            log.info("actor stopped", extra={"script_type": script_type, "actor": link.name})
+
+    async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
+        ctx = JobContext(job, self.log_dir / f"{job.job_id}.log")
+        log_path = str(ctx.log_path)
+        try:
+            async with asyncio.timeout(job.timeout):
+                value = handler(ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+            outcome = Outcome(job.job_id, "finished", str(value or ""), "", log_path)
+        except TimeoutError:
+            outcome = Outcome(job.job_id, "timeout", "", f"timed out after {job.timeout}s", log_path)
+        except asyncio.CancelledError:
+            outcome = Outcome(job.job_id, "stopped", "", "stopped", log_path)
+        except JobFailed as exc:
+            outcome = Outcome(job.job_id, "error", "", str(exc), log_path)
+        except Exception as exc:
+            log.exception("handler failed", extra={"job_id": job.job_id})
+            outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
+        text = ctx.logs()
+        if text:
+            with contextlib.suppress(*UNAVAILABLE):
+                await link.store_logs(job.job_id, text)
+        return outcome
+
+    async def _obey_control(
+        self, link: ActorLink, running: dict[str, asyncio.Task[Outcome]]
+    ) -> None:
+        while True:
+            try:
+                message = await link.control_messages()
+            except UNAVAILABLE:
+                await asyncio.sleep(1)
+                continue
+            if message and message.get("action") == "stop":
+                task = running.get(str(message.get("job_id")))
+                if task is not None:
+                    log.info("stopping job", extra={"job_id": message.get("job_id")})
+                    task.cancel()
+
+
+def python_actor(
+    config: Config, *, group: str | None = None, instance: str | None = None, concurrency: int = 1
+) -> Actor:
+    """An actor that runs ``python`` jobs with the isolated python executor."""
+    actor = Actor(config, group=group, instance=instance, concurrency=concurrency)
+    actor.handler("python")(run_python)
+    return actor

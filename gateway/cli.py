@@ -1,0 +1,109 @@
+"""The ``hero-gateway`` command.
+
+    hero-gateway dev                       redis (embedded unless --redis-url) + gateway + actor
+    hero-gateway serve                     the JSON-RPC gateway
+    hero-gateway actor --script-type T     a worker for one script type
+    hero-gateway keys create|list|revoke   API keys
+    hero-gateway archive / pipeline ...    events archive and Spark analytics
+
+Every flag also reads a ``HERO_*`` environment variable (see gateway/config.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+from collections.abc import Callable, Sequence
+
+from gateway import __version__, logs
+from gateway.config import add_arguments, resolve
+from gateway.supervisor.keys import IDENT_PATTERN
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _ident(text: str) -> str:
+    if not re.match(IDENT_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: use letters, digits, '_', '.', '-' (at most 128 characters)"
+        )
+    return text
+
+
+def _load_handler(spec: str) -> Callable[..., object]:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"--handler {spec!r}: expected module:function")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"--handler {spec!r}: {exc}") from None
+    if not callable(fn):
+        raise SystemExit(f"--handler {spec!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+def cmd_actor(args: argparse.Namespace) -> int:
+    from gateway.actor import Actor
+    from gateway.actor.python_exec import run_python
+
+    config = resolve(args)
+    actor = Actor(
+        config, group=args.group, instance=args.instance, concurrency=args.concurrency,
+    )
+    if args.handler:
+        actor.handler(args.script_type)(_load_handler(args.handler))  # type: ignore[arg-type]
+    elif args.script_type == "python":
+        actor.handler("python")(run_python)
+    else:
+        print(
+            f"no built-in executor for script type {args.script_type!r}: pass "
+            "--handler module:function, or write an actor with gateway.actor.Actor",
+            file=sys.stderr,
+        )
+        return 2
+    actor.run()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hero-gateway", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"hero-gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("actor", help="run a worker for one script type")
+    p.add_argument("--script-type", required=True, type=_ident, help="script type to serve")
+    p.add_argument("--group", type=_ident, help="group this instance belongs to")
+    p.add_argument("--instance", type=_ident, help="instance name (default host-pid)")
+    p.add_argument("--concurrency", type=int, default=1, help="jobs run at once (default 1)")
+    p.add_argument("--handler", help="module:function to run jobs with (SDK handler)")
+    add_arguments(p, "actor")
+    p.set_defaults(func=cmd_actor)
+
+    from gateway.dev import add_command as add_dev
+
+    add_dev(sub)
+    for module in ("gateway.rpc.cli", "gateway.pipeline.cli"):
+        try:
+            importlib.import_module(module).add_commands(sub)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = resolve(args)
+    logs.setup(config.log_level, config.log_format)
+    func: Command = args.func
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Every setting hero-gateway has, declared once.
+
+Each ``Setting`` names its environment variable (``HERO_`` prefix), its CLI
+flag and its default. The CLI builds its flags from this table, the README's
+configuration table lists the same rows (a test keeps them in step), and the
+rest of the code only ever sees a resolved ``Config``.
+
+Precedence: CLI flag, then environment variable, then default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_SCRIPT_TYPES = ("osis", "sal", "v", "python")
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    flag: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    commands: tuple[str, ...]
+
+    @property
+    def env(self) -> str:
+        return "HERO_" + self.name.upper()
+
+
+_ALL = ("serve", "actor", "dev", "archive", "keys")
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "redis_url",
+        "--redis-url",
+        str,
+        None,
+        f"Redis URL. Default {DEFAULT_REDIS_URL}; `dev` starts its own redis-server when unset.",
+        _ALL,
+    ),
+    Setting(
+        "redis_max_connections",
+        "--redis-max-connections",
+        int,
+        8,
+        "Size of the shared connection pool per process (callers queue for a connection).",
+        _ALL,
+    ),
+    Setting(
+        "script_types",
+        "--script-types",
+        _csv,
+        DEFAULT_SCRIPT_TYPES,
+        "Comma-separated script types the supervisor accepts.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "compat_legacy",
+        "--compat-legacy",
+        _bool,
+        False,
+        "Also push to and read from the legacy Hero keys (hero:work_queue:*, hero:reply:*).",
+        ("serve", "dev"),
+    ),
+    Setting(
+        "events_maxlen",
+        "--events-maxlen",
+        int,
+        100_000,
+        "Approximate MAXLEN of the hero:events stream.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "watch_interval",
+        "--watch-interval",
+        float,
+        0.25,
+        "Seconds between batched hash checks for jobs run by actors that write only the hash.",
+        ("serve", "dev"),
+    ),
+    Setting(
+        "host",
+        "--host",
+        str,
+        "127.0.0.1",
+        "Address the gateway listens on.",
+        ("serve", "dev"),
+    ),
+    Setting(
+        "port",
+        "--port",
+        int,
+        8080,
+        "Port the gateway listens on.",
+        ("serve", "dev"),
+    ),
+    Setting(
+        "log_dir",
+        "--log-dir",
+        str,
+        None,
+        "Folder for per-job log files the actor writes. Default: under the user state dir.",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "log_format",
+        "--log-format",
+        str,
+        "json",
+        "Log format: json (one object per line) or text.",
+        _ALL,
+    ),
+    Setting(
+        "log_level",
+        "--log-level",
+        str,
+        "info",
+        "Log level: debug, info, warning, error.",
+        _ALL,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    redis_url: str | None = None
+    redis_max_connections: int = 8
+    script_types: tuple[str, ...] = DEFAULT_SCRIPT_TYPES
+    compat_legacy: bool = False
+    events_maxlen: int = 100_000
+    watch_interval: float = 0.25
+    host: str = "127.0.0.1"
+    port: int = 8080
+    log_dir: str | None = None
+    log_format: str = "json"
+    log_level: str = "info"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def redis(self) -> str:
+        return self.redis_url or DEFAULT_REDIS_URL
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the flags of every setting that applies to ``command``."""
+    for s in SETTINGS:
+        if command not in s.commands:
+            continue
+        if s.parse is _bool:
+            parser.add_argument(
+                s.flag,
+                dest=s.name,
+                action="store_const",
+                const=True,
+                default=None,
+                help=f"{s.help} [env {s.env}]",
+            )
+        else:
+            parser.add_argument(
+                s.flag,
+                dest=s.name,
+                type=s.parse,
+                default=None,
+                help=f"{s.help} [env {s.env}, default {_show(s.default)}]",
+            )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "unset" if value is None else str(value)
+
+
+def resolve(
+    args: argparse.Namespace | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Build a ``Config`` from flags, then ``HERO_*`` variables, then defaults."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    known = {f.name for f in fields(Config)}
+    for s in SETTINGS:
+        flag_value = getattr(args, s.name, None) if args is not None else None
+        if flag_value is not None:
+            values[s.name] = flag_value
+        elif s.env in env:
+            try:
+                values[s.name] = s.parse(env[s.env])
+            except ValueError as exc:
+                raise SystemExit(f"{s.env}: {exc}") from None
+        elif s.name in known:
+            values[s.name] = s.default
+    return Config(**values)

@@ -1,0 +1,176 @@
+"""The OpenRPC contract (``openrpc/openrpc.json``), loaded once.
+
+The contract is the one description of every shape: the RPC layer validates
+params against it, the supervisor validates JobSpecs with the same schema, and
+the clients are generated from it. Refs (``#/components/...``) resolve inside
+the document.
+
+Besides validators, this module answers the questions the RPC layer asks of
+the document (which methods exist, where a method's param schemas live, which
+contract location a failed schema keyword came from), so nothing else has to
+walk OpenRPC structures or follow ``$ref`` by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+CONTRACT_PATH = Path(__file__).with_name("openrpc.json")
+_BASE_URI = "urn:hero-gateway:openrpc"
+
+
+@cache
+def document() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(CONTRACT_PATH.read_text())
+    return doc
+
+
+@cache
+def _registry() -> Registry:  # type: ignore[type-arg]
+    resource = Resource.from_contents(document(), default_specification=DRAFT202012)
+    return Registry().with_resource(_BASE_URI, resource)
+
+
+@cache
+def validator(pointer: str) -> Draft202012Validator:
+    """A validator for the schema at a JSON pointer of the contract, e.g.
+    ``/components/schemas/JobSpec``."""
+    return Draft202012Validator(ref_to(pointer), registry=_registry())
+
+
+def schema_validator(name: str) -> Draft202012Validator:
+    return validator(f"/components/schemas/{name}")
+
+
+def ref_to(pointer: str) -> dict[str, str]:
+    """A schema that is a ``$ref`` to a pointer of the contract, usable in schemas
+    built outside the document (see ``compile``)."""
+    return {"$ref": f"{_BASE_URI}#{pointer}"}
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """A validator for a schema built in code whose ``$ref``s point into the
+    contract (made with ``ref_to``)."""
+    return Draft202012Validator(schema, registry=_registry())
+
+
+def resolve(ref: str) -> Any:
+    """What a local reference points to: ``#/components/...`` or a bare JSON
+    pointer (``/methods/0``). Raises ``LookupError`` when it points nowhere."""
+    node: Any = document()
+    for part in _pointer_parts(ref):
+        if isinstance(node, list):
+            try:
+                node = node[int(part)]
+            except (ValueError, IndexError):
+                raise LookupError(f"unresolvable reference {ref!r}") from None
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise LookupError(f"unresolvable reference {ref!r}")
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One by-name param of a method: its name, whether it is required and
+    where its schema lives in the contract (a JSON pointer)."""
+
+    name: str
+    required: bool
+    schema_pointer: str
+
+
+@cache
+def _methods() -> dict[str, tuple[int, dict[str, Any]]]:
+    return {m["name"]: (i, m) for i, m in enumerate(document()["methods"])}
+
+
+def method_names() -> list[str]:
+    """Every method the contract describes, in document order."""
+    return list(_methods())
+
+
+def method_pointer(name: str) -> str:
+    """The JSON pointer of a method object, e.g. ``/methods/3``. ``KeyError`` if
+    the contract does not describe ``name``."""
+    return f"/methods/{_methods()[name][0]}"
+
+
+def params(name: str) -> list[Param]:
+    """A method's params with their schema locations (content descriptor refs followed)."""
+    base = method_pointer(name)
+    found: list[Param] = []
+    for i, descriptor in enumerate(_methods()[name][1]["params"]):
+        pointer = f"{base}/params/{i}"
+        if "$ref" in descriptor:
+            pointer = _strip(descriptor["$ref"])
+            descriptor = resolve(pointer)
+        found.append(
+            Param(descriptor["name"], bool(descriptor.get("required")), f"{pointer}/schema")
+        )
+    return found
+
+
+def result_pointer(name: str) -> str:
+    """Where a method's result schema lives in the contract."""
+    pointer = f"{method_pointer(name)}/result"
+    result = resolve(pointer)
+    if "$ref" in result:
+        pointer = _strip(result["$ref"])
+    return f"{pointer}/schema"
+
+
+def locate(schema_path: Sequence[str | int], start: str) -> str:
+    """The contract location (``#/...``) of a failed keyword.
+
+    jsonschema reports a keyword's path through the schema but leaves ``$ref``
+    hops out of it; this walks the same path from ``start`` (a JSON pointer),
+    following a ``$ref`` whenever the next step is not in the schema at hand.
+    Gives ``#`` + ``start`` if the path cannot be followed.
+    """
+    pointer = start
+    try:
+        node = resolve(pointer)
+        for step in schema_path:
+            while isinstance(node, dict) and str(step) not in node and "$ref" in node:
+                pointer = _strip(node["$ref"])
+                node = resolve(pointer)
+            if isinstance(node, list):
+                node = node[int(step)]
+            else:
+                node = node[str(step)]
+            pointer = f"{pointer}/{_escape(str(step))}"
+    except (LookupError, ValueError, TypeError):
+        return f"#{start}"
+    return f"#{pointer}"
+
+
+def _strip(ref: str) -> str:
+    """A reference into this document as a bare JSON pointer."""
+    for prefix in (f"{_BASE_URI}#", "#"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    raise LookupError(f"not a reference into the contract: {ref!r}")
+
+
+def _pointer_parts(ref: str) -> list[str]:
+    pointer = _strip(ref) if "#" in ref else ref
+    if pointer in ("", "/"):
+        return [] if pointer == "" else [""]
+    if not pointer.startswith("/"):
+        raise LookupError(f"not a JSON pointer: {ref!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,154 @@
+"""The job model: a validated JobSpec in, the Hero job hash out, and back.
+
+Validation is the contract's JobSpec schema (one description of the shape)
+plus the one check a schema cannot make: the script type must be configured.
+The hash keeps every value as a string (Hero actors read it as such); the
+JSON fields (env_vars, prerequisites, dependents) are stored as JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import contract
+from gateway.errors import InvalidJob
+from gateway.supervisor import keys
+from gateway.validation import problems
+
+TERMINAL = frozenset({"finished", "error", "stopped", "timeout", "dlq"})
+STATUSES = (
+    "created",
+    "waiting",
+    "dispatched",
+    "started",
+    "finished",
+    "error",
+    "retrying",
+    "stopped",
+    "timeout",
+    "dlq",
+)
+
+_INT_FIELDS = ("timeout", "retries", "priority", "attempt")
+_JSON_FIELDS = {"env_vars": {}, "prerequisites": [], "dependents": []}
+_NULLABLE = (
+    "caller_id",
+    "context_id",
+    "worker_id",
+    "group",
+    "instance",
+    "log_path",
+    "output",
+    "error",
+    "started_at",
+    "finished_at",
+    "actor",
+    "queue",
+    "updated_at",
+)
+#: Hash fields that are ours and internal; never shown to clients.
+_PRIVATE = ("ctl",)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    script: str
+    script_type: str
+    job_id: str
+    caller_id: str = ""
+    context_id: str = ""
+    worker_id: str = ""
+    group: str = ""
+    instance: str = ""
+    priority: int = keys.DEFAULT_PRIORITY
+    timeout: int = 300
+    retries: int = 0
+    env_vars: Mapping[str, str] = field(default_factory=dict)
+    prerequisites: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, data: Any, script_types: Collection[str]) -> JobSpec:
+        """Validate a client's JobSpec; every bad field is reported at once."""
+        found = problems(contract.schema_validator("JobSpec"), data)
+        if not found and data["script_type"] not in script_types:
+            found.append(
+                {
+                    "field": "script_type",
+                    "message": "must be one of " + ", ".join(sorted(script_types)),
+                    "schema_path": "",
+                }
+            )
+        if found:
+            raise InvalidJob(
+                "Invalid job: " + "; ".join(f"{p['field'] or 'job'} {p['message']}" for p in found),
+                data=found,
+            )
+        return cls(
+            script=data["script"],
+            script_type=data["script_type"],
+            job_id=data.get("job_id") or str(uuid.uuid4()),
+            caller_id=data.get("caller_id", ""),
+            context_id=data.get("context_id", ""),
+            worker_id=data.get("worker_id", ""),
+            group=data.get("group", ""),
+            instance=data.get("instance", ""),
+            priority=data.get("priority", keys.DEFAULT_PRIORITY),
+            timeout=data.get("timeout", 300),
+            retries=data.get("retries", 0),
+            env_vars=dict(data.get("env_vars", {})),
+            prerequisites=tuple(data.get("prerequisites", ())),
+        )
+
+    @property
+    def queue(self) -> str:
+        """Dispatch target: instance queue, else group queue, else type queue."""
+        return keys.work_queue(self.script_type, self.group, self.instance, self.priority)
+
+    def hash_fields(self) -> list[str]:
+        """Flat field/value pairs for HSET (id, created_at and the JSON lists are set in Lua)."""
+        pairs = {
+            "script": self.script,
+            "script_type": self.script_type,
+            "caller_id": self.caller_id,
+            "context_id": self.context_id,
+            "worker_id": self.worker_id,
+            "group": self.group,
+            "instance": self.instance,
+            "priority": str(self.priority),
+            "timeout": str(self.timeout),
+            "retries": str(self.retries),
+            "concurrent": "false",
+            "env_vars": json.dumps(dict(self.env_vars), separators=(",", ":")),
+            "queue": self.queue,
+        }
+        return [item for kv in pairs.items() for item in kv]
+
+
+def decode(raw: Mapping[str, str]) -> dict[str, Any]:
+    """A job hash as a client sees it (the contract's Job): typed, private fields removed."""
+    job: dict[str, Any] = {k: v for k, v in raw.items() if k not in _PRIVATE}
+    for name in _INT_FIELDS:
+        if name in job:
+            try:
+                job[name] = int(job[name])
+            except ValueError:
+                job[name] = None
+    for name, empty in _JSON_FIELDS.items():
+        try:
+            job[name] = json.loads(job[name]) if job.get(name) else empty
+        except ValueError:
+            job[name] = empty
+    for name in _NULLABLE:
+        if job.get(name, "") == "":
+            job[name] = None
+    job["concurrent"] = job.get("concurrent") == "true"
+    return job
+
+
+def result(job_id: str, status: str, output: str | None, error: str | None) -> dict[str, Any]:
+    """A JobResult. A failed job is a result with status error, not an RPC error."""
+    return {"job_id": job_id, "status": status, "output": output or None, "error": error or None}

@@ -1,0 +1,169 @@
+"""Every Redis key hero-gateway reads or writes, built in one place.
+
+The canonical and legacy names follow the Hero job protocol (DESIGN.md) so
+actors we did not write keep working. Names marked *ours* are private to
+hero-gateway. No other module spells a key: grep for ``hero:`` should only
+ever find this file.
+
+Identifiers that go into a key (job ids, script types, groups, instances,
+caller ids) are validated before they reach here (see ``IDENT_PATTERN``), so
+no client can inject ``:`` or glob characters into a key name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+PREFIX = "hero"
+
+#: What a job id, script type, group, instance, caller id or worker id may look like.
+IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+
+#: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
+PRIORITIES = (0, 1, 2)
+DEFAULT_PRIORITY = 1
+
+EVENTS = f"{PREFIX}:events"
+
+
+# -- canonical ---------------------------------------------------------------
+
+
+def job(job_id: str) -> str:
+    return f"{PREFIX}:job:{job_id}"
+
+
+def work_queue(
+    script_type: str,
+    group: str | None = None,
+    instance: str | None = None,
+    priority: int = DEFAULT_PRIORITY,
+) -> str:
+    """The work list a job is dispatched to: instance, else group, else type."""
+    key = f"{PREFIX}:q:work:type:{script_type}"
+    if group:
+        key += f":group:{group}"
+        if instance:
+            key += f":inst:{instance}"
+    if priority != DEFAULT_PRIORITY:
+        key += f":prio:{priority}"
+    return key
+
+
+def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
+    """The parts of a canonical work queue key, or None when it is not one."""
+    head = f"{PREFIX}:q:work:type:"
+    if not key.startswith(head):
+        return None
+    parts = key[len(head) :].split(":")
+    found: dict[str, str | int | None] = {
+        "script_type": parts[0],
+        "group": None,
+        "instance": None,
+        "priority": DEFAULT_PRIORITY,
+    }
+    names = {"group": "group", "inst": "instance", "prio": "priority"}
+    for name, value in zip(parts[1::2], parts[2::2], strict=False):
+        if name not in names:
+            return None
+        found[names[name]] = int(value) if name == "prio" else value
+    return found
+
+
+def pop_order(script_type: str, group: str | None, instance: str | None) -> list[str]:
+    """The queues an actor pops, highest precedence first.
+
+    Priority dominates, then specificity: inst p0, group p0, type p0, inst p1, …
+    An actor without a group only serves the type queues.
+    """
+    levels: list[tuple[str | None, str | None]] = []
+    if group and instance:
+        levels.append((group, instance))
+    if group:
+        levels.append((group, None))
+    levels.append((None, None))
+    return [work_queue(script_type, g, i, p) for p in PRIORITIES for g, i in levels]
+
+
+def routed_queues(script_type: str, group: str | None, instance: str | None) -> Iterator[str]:
+    """Every queue a job of this type/group/instance may sit in (for stop and stats)."""
+    for p in PRIORITIES:
+        yield work_queue(script_type, group, instance, p)
+
+
+def reply(job_id: str) -> str:
+    return f"{PREFIX}:q:reply:{job_id}"
+
+
+def ctl(script_type: str, group: str | None = None, instance: str | None = None) -> str:
+    if group and instance:
+        return f"{PREFIX}:q:ctl:type:{script_type}:group:{group}:inst:{instance}"
+    return f"{PREFIX}:q:ctl:type:{script_type}"
+
+
+def presence(script_type: str, group: str, instance: str) -> str:
+    return f"{PREFIX}:meta:actor:inst:{script_type}:{group}:{instance}"
+
+
+# -- legacy (compat mode) ----------------------------------------------------
+
+
+def legacy_work(worker_id: str) -> str:
+    return f"{PREFIX}:work_queue:{worker_id}"
+
+
+def legacy_actor_queue(suffix: str) -> str:
+    return f"{PREFIX}:job:actor_queue:{suffix}"
+
+
+def legacy_reply(job_id: str) -> str:
+    return f"{PREFIX}:reply:{job_id}"
+
+
+def legacy_stop(worker_id: str) -> str:
+    return f"{PREFIX}:stop_queue:{worker_id}"
+
+
+# -- ours --------------------------------------------------------------------
+
+#: Sorted set of presence keys scored by expiry (ms), so listing actors never SCANs.
+ACTORS = f"{PREFIX}:meta:actors"
+
+#: Set of every work queue key a job was ever dispatched to (for queue.stats without SCAN).
+QUEUES = f"{PREFIX}:meta:queues"
+
+#: Sorted set of every job id, scored by creation time (ms): the list index.
+INDEX_ALL = f"{PREFIX}:idx:all"
+
+
+def index_status(status: str) -> str:
+    return f"{PREFIX}:idx:status:{status}"
+
+
+def index_type(script_type: str) -> str:
+    return f"{PREFIX}:idx:type:{script_type}"
+
+
+def index_caller(caller_id: str) -> str:
+    return f"{PREFIX}:idx:caller:{caller_id}"
+
+
+def held(script_type: str, group: str, instance: str) -> str:
+    """Jobs an actor instance has claimed and not finished (reliable consumption)."""
+    return f"{PREFIX}:q:held:{script_type}:{group}:{instance}"
+
+
+def logs(job_id: str) -> str:
+    """The tail of a job's stdout/stderr, so ``logs`` works when the actor is on another host."""
+    return f"{PREFIX}:logs:{job_id}"
+
+
+def api_key(key_hash: str) -> str:
+    return f"{PREFIX}:auth:key:{key_hash}"
+
+
+#: Set of the hashes of every API key, for ``keys list``.
+API_KEYS = f"{PREFIX}:auth:keys"
+
+#: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
+STATS_REPORT = f"{PREFIX}:stats:report"

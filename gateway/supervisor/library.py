@@ -1,0 +1,44 @@
+"""The Redis Function library (``lua/hero.lua``) that makes every transition atomic.
+
+The Lua source names keys only through ``{{PLACEHOLDERS}}`` filled from
+``keys.py`` here, so the key scheme still has one home. Loading is
+idempotent (FUNCTION LOAD REPLACE), done once per process at connect.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import redis.asyncio as aioredis
+
+from gateway.supervisor import keys
+
+LIBRARY_NAME = "hero"
+
+
+@cache
+def source() -> str:
+    text = resources.files("gateway.supervisor").joinpath("lua/hero.lua").read_text()
+    placeholders = {
+        "JOB": keys.job(""),
+        "EVENTS": keys.EVENTS,
+        "INDEX_ALL": keys.INDEX_ALL,
+        "INDEX_STATUS": keys.index_status(""),
+        "INDEX_TYPE": keys.index_type(""),
+        "INDEX_CALLER": keys.index_caller(""),
+        "REPLY": keys.reply(""),
+        "LEGACY_WORK": keys.legacy_work(""),
+        "LEGACY_STOP": keys.legacy_stop(""),
+        "LOGS": keys.logs(""),
+        "QUEUES": keys.QUEUES,
+    }
+    for name, value in placeholders.items():
+        text = text.replace("{{" + name + "}}", value)
+    if "{{" in text:
+        raise RuntimeError("unrendered placeholder in hero.lua")
+    return text
+
+
+async def load(client: aioredis.Redis) -> None:
+    await client.function_load(source(), replace=True)

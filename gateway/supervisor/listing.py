@@ -1,0 +1,85 @@
+"""``job.list``: cursor-paged reads of the sorted-set indexes, newest first.
+
+The most selective index for the filters is walked (caller, then status,
+then type, then all); the other filters are applied to the hashes. The
+cursor is the (score, id) of the last job returned, so pages stay stable
+while jobs are added.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gateway.errors import InvalidParams
+from gateway.supervisor import keys
+from gateway.supervisor.job import decode
+
+_BATCH = 200
+
+
+def _index(status: str | None, script_type: str | None, caller_id: str | None) -> str:
+    if caller_id:
+        return keys.index_caller(caller_id)
+    if status:
+        return keys.index_status(status)
+    if script_type:
+        return keys.index_type(script_type)
+    return keys.INDEX_ALL
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    score, sep, job_id = cursor.partition(":")
+    try:
+        if not sep or not job_id:
+            raise ValueError
+        return float(score), job_id
+    except ValueError:
+        raise InvalidParams("cursor is not one this server returned") from None
+
+
+async def page(
+    client: aioredis.Redis,
+    *,
+    status: str | None,
+    script_type: str | None,
+    caller_id: str | None,
+    cursor: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    index = _index(status, script_type, caller_id)
+    want = {"status": status, "script_type": script_type, "caller_id": caller_id}
+    after = _decode_cursor(cursor) if cursor else None
+    top: float | str = after[0] if after else "+inf"
+    offset = 0
+    jobs: list[dict[str, Any]] = []
+    last: tuple[float, str] | None = None
+    while len(jobs) <= limit:
+        batch = await client.zrevrangebyscore(
+            index,
+            top,
+            "-inf",
+            start=offset,
+            num=_BATCH,
+            withscores=True,
+        )
+        if not batch:
+            break
+        offset += len(batch)
+        # Same-score members come in descending id order: skip those already returned.
+        fresh = [(m, s) for m, s in batch if after is None or s < after[0] or m < after[1]]
+        async with client.pipeline(transaction=False) as pipe:
+            for member, _ in fresh:
+                pipe.hgetall(keys.job(member))
+            rows = await pipe.execute()
+        for (member, score), raw in zip(fresh, rows, strict=True):
+            if not raw or any(v and raw.get(k) != v for k, v in want.items()):
+                continue
+            if len(jobs) == limit:
+                return {"jobs": jobs, "next_cursor": f"{last[0]!r}:{last[1]}" if last else None}
+            jobs.append(decode(raw))
+            last = (score, member)
+        if len(batch) < _BATCH:
+            break
+    return {"jobs": jobs, "next_cursor": None}

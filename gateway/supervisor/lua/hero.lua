@@ -1,0 +1,289 @@
+#!lua name=hero
+-- Every job state transition, atomic inside Redis.
+--
+-- Loaded with FUNCTION LOAD by gateway/supervisor/library.py, which renders
+-- the double-brace placeholders from keys.py (so key names are still spelled in
+-- one place). Each transition writes the hash, moves the job between status
+-- indexes and appends exactly one entry to the events stream.
+--
+-- Common ARGV head for every function: [1] events MAXLEN, [2] "1" when legacy
+-- compat is on, [3] reply TTL seconds. The rest is per function.
+
+local JOB = '{{JOB}}'
+local EVENTS = '{{EVENTS}}'
+local IDX_ALL = '{{INDEX_ALL}}'
+local IDX_STATUS = '{{INDEX_STATUS}}'
+local IDX_TYPE = '{{INDEX_TYPE}}'
+local IDX_CALLER = '{{INDEX_CALLER}}'
+local REPLY = '{{REPLY}}'
+local LEGACY_WORK = '{{LEGACY_WORK}}'
+local LEGACY_STOP = '{{LEGACY_STOP}}'
+local LOGS = '{{LOGS}}'
+local QUEUES = '{{QUEUES}}'
+
+local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
+local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
+local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
+
+local function floor(x) return math.floor(x) end
+
+-- ISO 8601 from epoch seconds (days-from-civil inverse, proleptic Gregorian).
+local function iso(sec, usec)
+  local days = floor(sec / 86400)
+  local rem = sec - days * 86400
+  local z = days + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local d = doy - floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    floor(rem / 3600), floor(rem % 3600 / 60), rem % 60, floor(usec / 1000))
+end
+
+local function context(args)
+  local t = redis.call('TIME')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  return {
+    maxlen = args[1],
+    compat = args[2] == '1',
+    reply_ttl = tonumber(args[3]),
+    ms = sec * 1000 + floor(usec / 1000),
+    iso = iso(sec, usec),
+  }
+end
+
+local function emit(ctx, id, status, err)
+  local f = redis.call('HMGET', JOB .. id,
+    'script_type', 'group', 'instance', 'actor', 'caller_id', 'attempt')
+  return redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
+    'job_id', id, 'event', status, 'status', status,
+    'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
+    'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
+    'ts', tostring(ctx.ms), 'error', err or '')
+end
+
+-- The one way a status changes: hash, status index, event.
+local function set_status(ctx, id, old, new, extra, err)
+  local jk = JOB .. id
+  redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+  if old then redis.call('ZREM', IDX_STATUS .. old, id) end
+  redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
+  return emit(ctx, id, new, err)
+end
+
+local function dispatch(ctx, id, old)
+  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type')
+  redis.call('LPUSH', f[1], id)
+  redis.call('SADD', QUEUES, f[1])
+  if ctx.compat then
+    local target = (f[2] and f[2] ~= '') and f[2] or f[3]
+    redis.call('LPUSH', LEGACY_WORK .. target, id)
+  end
+  set_status(ctx, id, old, 'dispatched')
+  return f[1]
+end
+
+local function decode_list(raw)
+  if not raw or raw == '' then return {} end
+  return cjson.decode(raw)
+end
+
+-- After a job reached a terminal status: release or fail its dependents.
+-- A worklist, not recursion, so a long chain of failures cannot blow the stack.
+local function on_terminal(ctx, id, status)
+  local work = { {id, status} }
+  while #work > 0 do
+    local item = table.remove(work)
+    local deps = decode_list(redis.call('HGET', JOB .. item[1], 'dependents'))
+    for _, dep in ipairs(deps) do
+      local ds = redis.call('HGET', JOB .. dep, 'status')
+      if ds == 'waiting' then
+        if FAILED[item[2]] then
+          local msg = 'prerequisite ' .. item[1] .. ' ended ' .. item[2]
+          set_status(ctx, dep, ds, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
+          table.insert(work, {dep, 'error'})
+        else
+          local ready = true
+          for _, p in ipairs(decode_list(redis.call('HGET', JOB .. dep, 'prerequisites'))) do
+            if redis.call('HGET', JOB .. p, 'status') ~= 'finished' then ready = false end
+          end
+          if ready then dispatch(ctx, dep, ds) end
+        end
+      end
+    end
+  end
+end
+
+local function start(ctx, id)
+  local jk = JOB .. id
+  local st = redis.call('HGET', jk, 'status')
+  if not st then return {'not_found'} end
+  if st ~= 'created' then return {'invalid_state', st} end
+  local pending = false
+  for _, p in ipairs(decode_list(redis.call('HGET', jk, 'prerequisites'))) do
+    local ps = redis.call('HGET', JOB .. p, 'status')
+    if ps == false or FAILED[ps] then
+      local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
+      set_status(ctx, id, st, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
+      on_terminal(ctx, id, 'error')
+      return {'error', ''}
+    elseif ps ~= 'finished' then
+      pending = true
+    end
+  end
+  if pending then
+    set_status(ctx, id, st, 'waiting')
+    return {'waiting', ''}
+  end
+  return {'dispatched', dispatch(ctx, id, st)}
+end
+
+-- ARGV: head(3), job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
+local function hero_submit(_, args)
+  local ctx = context(args)
+  local id, start_now, prereq_json = args[4], args[5] == '1', args[6]
+  local jk = JOB .. id
+  local existing = redis.call('HMGET', jk, 'status', 'queue')
+  if existing[1] then return {'exists', existing[1], existing[2] or ''} end
+  local prereqs = decode_list(prereq_json)
+  for _, p in ipairs(prereqs) do
+    if p == id then return {'bad_prerequisite', p} end
+    if redis.call('EXISTS', JOB .. p) == 0 then return {'bad_prerequisite', p} end
+  end
+  local fields = {}
+  for i = 7, #args do fields[#fields + 1] = args[i] end
+  redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
+    'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
+  for _, p in ipairs(prereqs) do
+    local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
+    table.insert(deps, id)
+    redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
+  end
+  local f = redis.call('HMGET', jk, 'script_type', 'caller_id')
+  redis.call('ZADD', IDX_ALL, ctx.ms, id)
+  redis.call('ZADD', IDX_TYPE .. f[1], ctx.ms, id)
+  if f[2] and f[2] ~= '' then redis.call('ZADD', IDX_CALLER .. f[2], ctx.ms, id) end
+  set_status(ctx, id, nil, 'created')
+  if start_now then return start(ctx, id) end
+  return {'created', ''}
+end
+
+-- ARGV: head(3), job_id
+local function hero_start(_, args)
+  return start(context(args), args[4])
+end
+
+local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
+  'context_id', 'attempt', 'retries', 'group', 'instance'}
+
+-- Pop up to `count` jobs in queue order into the held list and mark them
+-- started by `actor`. Stale ids (stopped, deleted, taken through another
+-- queue) are dropped on the way.
+local function claim(ctx, held, actor, ctl, count, queues, out)
+  for _, q in ipairs(queues) do
+    while #out < count do
+      local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
+      if not id then break end
+      local jk = JOB .. id
+      local st = redis.call('HGET', jk, 'status')
+      if st == 'dispatched' then
+        redis.call('HINCRBY', jk, 'attempt', 1)
+        set_status(ctx, id, st, 'started',
+          {'actor', actor, 'ctl', ctl, 'started_at', ctx.iso, 'finished_at', ''})
+        local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+        table.insert(rec, 1, id)
+        out[#out + 1] = rec
+      else
+        redis.call('LREM', held, 1, id)
+      end
+    end
+  end
+  return out
+end
+
+-- Record one result; ignored unless this actor still owns the job (a stop or
+-- the reaper may have ended it meanwhile).
+local function finish(ctx, held, actor, id, status, output, err, log_path)
+  redis.call('LREM', held, 1, id)
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'status', 'actor')
+  if f[1] ~= 'started' or f[2] ~= actor then return 0 end
+  set_status(ctx, id, 'started', status,
+    {'output', output, 'error', err, 'finished_at', ctx.iso, 'log_path', log_path}, err)
+  local rk = REPLY .. id
+  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  redis.call('EXPIRE', rk, ctx.reply_ttl)
+  on_terminal(ctx, id, status)
+  return 1
+end
+
+-- One round trip per cycle for a busy actor: report what finished, take what is next.
+-- KEYS: held, queue... ;
+-- ARGV: head(3), actor, ctl key, count, n_results, (id, status, output, error, log_path)*
+local function hero_cycle(keys, args)
+  local ctx = context(args)
+  local held, actor, ctl, count, n = keys[1], args[4], args[5], tonumber(args[6]), tonumber(args[7])
+  for i = 0, n - 1 do
+    local b = 8 + i * 5
+    finish(ctx, held, actor, args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4])
+  end
+  local queues = {}
+  for i = 2, #keys do queues[#queues + 1] = keys[i] end
+  return claim(ctx, held, actor, ctl, count, queues, {})
+end
+
+-- Stop: a queued job leaves its queue; a running one gets a stop message on
+-- its actor's control queue (and the legacy stop queue in compat mode).
+-- ARGV: head(3), job_id
+local function hero_stop(_, args)
+  local ctx = context(args)
+  local id = args[4]
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type')
+  local st = f[1]
+  if not st then return {'not_found'} end
+  if TERMINAL[st] then return {'invalid_state', st} end
+  if QUEUED[st] then
+    if f[2] then redis.call('LREM', f[2], 0, id) end
+    if ctx.compat then
+      local target = (f[4] and f[4] ~= '') and f[4] or f[5]
+      redis.call('LREM', LEGACY_WORK .. target, 0, id)
+    end
+  else
+    local msg = cjson.encode({action = 'stop', job_id = id})
+    if f[3] and f[3] ~= '' then redis.call('LPUSH', f[3], msg) end
+    if ctx.compat then
+      local target = (f[4] and f[4] ~= '') and f[4] or f[5]
+      redis.call('LPUSH', LEGACY_STOP .. target, id)
+    end
+  end
+  set_status(ctx, id, st, 'stopped', {'error', 'stopped', 'finished_at', ctx.iso}, 'stopped')
+  on_terminal(ctx, id, 'stopped')
+  return {'stopped'}
+end
+
+-- ARGV: head(3), job_id
+local function hero_delete(_, args)
+  local id = args[4]
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id')
+  if not f[1] then return 0 end
+  if f[2] then redis.call('LREM', f[2], 0, id) end
+  redis.call('ZREM', IDX_ALL, id)
+  redis.call('ZREM', IDX_STATUS .. f[1], id)
+  redis.call('ZREM', IDX_TYPE .. f[3], id)
+  if f[4] and f[4] ~= '' then redis.call('ZREM', IDX_CALLER .. f[4], id) end
+  redis.call('DEL', jk, REPLY .. id, LOGS .. id)
+  return 1
+end
+
+redis.register_function('hero_submit', hero_submit)
+redis.register_function('hero_start', hero_start)
+redis.register_function('hero_cycle', hero_cycle)
+redis.register_function('hero_stop', hero_stop)
+redis.register_function('hero_delete', hero_delete)

@@ -1,0 +1,157 @@
+"""Live job events for subscribers, fed by the shared events reader.
+
+A subscription filters by job ids or script type and owns a bounded buffer:
+a subscriber that cannot keep up is cut off (``overflowed``) instead of
+growing memory. ``since`` replays from the stream first, then hands over to
+live events without a gap or a duplicate, so a client that reconnects with
+the id of the last event it saw misses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import AsyncIterator, Collection
+
+import redis.asyncio as aioredis
+
+from gateway.errors import InvalidParams
+from gateway.supervisor import keys
+from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.events import Event, stream_id
+
+_REPLAY_PAGE = 1000
+
+
+class SubscriptionOverflow(Exception):
+    """The subscriber fell further behind than its buffer allows."""
+
+
+class Subscription:
+    def __init__(
+        self,
+        job_ids: Collection[str] | None,
+        script_type: str | None,
+        maxsize: int,
+    ) -> None:
+        self.id = uuid.uuid4().hex
+        self._job_ids = frozenset(job_ids) if job_ids else None
+        self._script_type = script_type
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
+        self._held: list[Event] | None = None  # live events parked while replaying
+        self._replay: asyncio.Task[None] | None = None
+        self.overflowed = False
+        self.closed = False
+
+    def matches(self, event: Event) -> bool:
+        if self._job_ids is not None and event.get("job_id") not in self._job_ids:
+            return False
+        return self._script_type is None or event.get("script_type") == self._script_type
+
+    def offer(self, event: Event) -> None:
+        """A live event: buffered, parked while a replay runs, or the end of a slow subscriber."""
+        if self.closed:
+            return
+        if self._held is not None and len(self._held) < self._queue.maxsize:
+            self._held.append(event)
+            return
+        try:
+            if self._held is not None:
+                raise asyncio.QueueFull
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed = True
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._replay is not None:
+            self._replay.cancel()
+        while True:  # make room for the end marker
+            try:
+                self._queue.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                self._queue.get_nowait()
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                if self.overflowed:
+                    raise SubscriptionOverflow(self.id)
+                return
+            yield event
+
+
+class Subscriptions:
+    def __init__(self, client: aioredis.Redis, *, maxsize: int = 1000) -> None:
+        self._client = client
+        self._maxsize = maxsize
+        self._subs: dict[str, Subscription] = {}
+        self._ids = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._subs)
+
+    def on_events(self, events: list[Event]) -> None:
+        for sub in list(self._subs.values()):
+            for event in events:
+                if sub.matches(event):
+                    sub.offer(event)
+            if sub.closed:
+                self._subs.pop(sub.id, None)
+
+    async def subscribe(
+        self,
+        *,
+        job_ids: Collection[str] | None = None,
+        script_type: str | None = None,
+        since: str | None = None,
+    ) -> Subscription:
+        sub = Subscription(job_ids, script_type, self._maxsize)
+        self._subs[sub.id] = sub
+        if since is None:
+            return sub
+        try:
+            stream_id(since)
+        except ValueError:
+            self.unsubscribe(sub.id)
+            raise InvalidParams("since must be an events stream id like 1700000000000-0") from None
+        sub._held = []
+        sub._replay = asyncio.create_task(self._run_replay(sub, since), name=f"replay-{sub.id}")
+        return sub
+
+    async def _run_replay(self, sub: Subscription, since: str) -> None:
+        """Replay runs beside the subscriber and waits for it (backpressure), then
+        hands over to the live events parked meanwhile, skipping any already replayed."""
+        cursor = since
+        last = stream_id(since)
+        try:
+            while True:
+                page = await self._client.xrange(keys.EVENTS, min=f"({cursor}", count=_REPLAY_PAGE)
+                for entry_id, fields in page:
+                    event = dict(fields, id=entry_id)
+                    last = stream_id(entry_id)
+                    if sub.matches(event):
+                        await sub._queue.put(event)
+                if len(page) < _REPLAY_PAGE:
+                    break
+                cursor = page[-1][0]
+        except UNAVAILABLE:
+            sub.close()
+            return
+        held, sub._held = sub._held or [], None
+        for event in held:
+            if stream_id(event["id"]) > last:
+                sub.offer(event)
+
+    def unsubscribe(self, subscription_id: str) -> bool:
+        sub = self._subs.pop(subscription_id, None)
+        if sub is None:
+            return False
+        sub.close()
+        return True

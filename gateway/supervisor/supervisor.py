@@ -1,0 +1,266 @@
+"""The supervisor: every queue decision behind one object.
+
+The RPC layer calls these methods and nothing else. Each operation is one
+Redis round trip where it can be (a Function call doing the whole
+transition), and callers share one small connection pool; waits and
+subscriptions are served from one events reader per process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gateway.config import Config
+from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
+from gateway.supervisor import connection, keys, library, listing, presence, stats
+from gateway.supervisor.connection import guarded
+from gateway.supervisor.events import EventReader
+from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec, decode, result
+from gateway.supervisor.subscriptions import Subscription, Subscriptions
+from gateway.supervisor.waits import WaitHub
+
+log = logging.getLogger("gateway.supervisor")
+
+#: Seconds a reply queue lives after the result is pushed.
+REPLY_TTL = 3600
+MAX_WAIT = 3600.0
+
+
+class Supervisor:
+    def __init__(self, config: Config, client: aioredis.Redis) -> None:
+        self.config = config
+        self.redis = client
+        self._head = [
+            str(config.events_maxlen),
+            "1" if config.compat_legacy else "0",
+            str(REPLY_TTL),
+        ]
+        self._reader = EventReader(connection.dedicated(config.redis))
+        self.waits = WaitHub(
+            client, watch_interval=config.watch_interval, compat=config.compat_legacy
+        )
+        self.subscriptions = Subscriptions(client)
+        self._reader.add_listener(self.waits.on_events)
+        self._reader.add_listener(self.subscriptions.on_events)
+
+    @classmethod
+    async def connect(cls, config: Config) -> Supervisor:
+        client = connection.pooled(config.redis, config.redis_max_connections)
+        await library.load(client)
+        sup = cls(config, client)
+        await sup._reader.start()
+        sup.waits.start()
+        return sup
+
+    async def close(self) -> None:
+        await self.waits.stop()
+        await self._reader.stop()
+        await self.redis.aclose()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.redis.ping())
+        except connection.UNAVAILABLE:
+            return False
+
+    # -- jobs --------------------------------------------------------------------
+
+    def parse(self, spec: Any) -> JobSpec:
+        return JobSpec.parse(spec, self.config.script_types)
+
+    async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
+        reply = await self.redis.fcall(
+            "hero_submit",
+            0,
+            *self._head,
+            spec.job_id,
+            "1" if start else "0",
+            json.dumps(list(spec.prerequisites)),
+            *spec.hash_fields(),
+        )
+        if reply[0] == "bad_prerequisite":
+            raise InvalidJob(
+                f"Invalid job: prerequisite {reply[1]} is unknown or the job itself",
+                data=[
+                    {
+                        "field": "prerequisites",
+                        "message": f"unknown job {reply[1]}",
+                        "schema_path": "",
+                    }
+                ],
+            )
+        return [str(x) for x in reply]
+
+    @guarded
+    async def create(self, spec: Any) -> dict[str, Any]:
+        job = self.parse(spec)
+        reply = await self._submit(job, start=False)
+        status = reply[1] if reply[0] == "exists" else reply[0]
+        return {"job_id": job.job_id, "status": status}
+
+    @guarded
+    async def start(self, job_id: str) -> dict[str, Any]:
+        reply = await self.redis.fcall("hero_start", 0, *self._head, job_id)
+        if reply[0] == "not_found":
+            raise JobNotFound(job_id)
+        if reply[0] == "invalid_state":
+            raise InvalidState(
+                f"Job {job_id} is {reply[1]}; only a created job can be started",
+                {"job_id": job_id, "status": reply[1]},
+            )
+        return {"job_id": job_id, "status": reply[0], "queue": reply[1] or None}
+
+    @guarded
+    async def run(self, spec: Any, wait: float | None = None) -> dict[str, Any]:
+        """Create, start and wait, in one Function call plus the wait.
+
+        The waiter is registered before the job exists, so its end cannot be missed.
+        """
+        job = self.parse(spec)
+        timeout = _wait_seconds(wait, default=float(job.timeout))
+        fut = self.waits.register(job.job_id)
+        try:
+            reply = await self._submit(job, start=True)
+            if reply[0] == "exists" and reply[1] == "created":
+                await self.start(job.job_id)
+            elif reply[0] == "error" or (reply[0] == "exists" and reply[1] in TERMINAL):
+                self.waits.resolve(job.job_id, await self._result(job.job_id))
+        except BaseException:
+            self.waits.forget(job.job_id, fut)
+            raise
+        return await self.waits.wait(job.job_id, fut, timeout)
+
+    async def _result(self, job_id: str) -> dict[str, Any]:
+        status, output, error = await self.redis.hmget(
+            keys.job(job_id), "status", "output", "error"
+        )
+        if status is None:
+            raise JobNotFound(job_id)
+        return result(job_id, status, output, error)
+
+    @guarded
+    async def output(self, job_id: str, wait: float | None = None) -> dict[str, Any]:
+        if not wait:
+            return await self._result(job_id)
+        fut = self.waits.register(job_id)
+        try:
+            now = await self._result(job_id)
+        except BaseException:
+            self.waits.forget(job_id, fut)
+            raise
+        if now["status"] in TERMINAL:
+            self.waits.resolve(job_id, now)
+        return await self.waits.wait(job_id, fut, _wait_seconds(wait, default=MAX_WAIT))
+
+    @guarded
+    async def status(self, job_id: str) -> dict[str, Any]:
+        status = await self.redis.hget(keys.job(job_id), "status")
+        if status is None:
+            raise JobNotFound(job_id)
+        return {"job_id": job_id, "status": status}
+
+    @guarded
+    async def get(self, job_id: str) -> dict[str, Any]:
+        raw = await self.redis.hgetall(keys.job(job_id))
+        if not raw:
+            raise JobNotFound(job_id)
+        return decode(raw)
+
+    @guarded
+    async def owner(self, job_id: str) -> str | None:
+        """The job's caller_id ("" when none); JobNotFound when there is no such job."""
+        status, caller = await self.redis.hmget(keys.job(job_id), "status", "caller_id")
+        if status is None:
+            raise JobNotFound(job_id)
+        return caller or ""
+
+    @guarded
+    async def list(
+        self,
+        status: str | None = None,
+        script_type: str | None = None,
+        caller_id: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> dict[str, Any]:
+        if status is not None and status not in STATUSES:
+            raise InvalidParams(f"status must be one of {', '.join(STATUSES)}")
+        if not 1 <= limit <= 500:
+            raise InvalidParams("limit must be between 1 and 500")
+        return await listing.page(
+            self.redis,
+            status=status,
+            script_type=script_type,
+            caller_id=caller_id,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    @guarded
+    async def stop(self, job_id: str) -> dict[str, Any]:
+        reply = await self.redis.fcall("hero_stop", 0, *self._head, job_id)
+        if reply[0] == "not_found":
+            raise JobNotFound(job_id)
+        if reply[0] == "invalid_state":
+            raise InvalidState(
+                f"Job {job_id} already ended ({reply[1]})", {"job_id": job_id, "status": reply[1]}
+            )
+        return {"job_id": job_id, "status": "stopped"}
+
+    @guarded
+    async def delete(self, job_id: str) -> dict[str, Any]:
+        deleted = await self.redis.fcall("hero_delete", 0, *self._head, job_id)
+        return {"deleted": bool(deleted)}
+
+    @guarded
+    async def logs(self, job_id: str) -> dict[str, Any]:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.exists(keys.job(job_id))
+            pipe.get(keys.logs(job_id))
+            exists, text = await pipe.execute()
+        if not exists:
+            raise JobNotFound(job_id)
+        return {"job_id": job_id, "logs": text or ""}
+
+    # -- watching ----------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        *,
+        job_ids: list[str] | None = None,
+        script_type: str | None = None,
+        since: str | None = None,
+    ) -> Subscription:
+        return await self.subscriptions.subscribe(
+            job_ids=job_ids,
+            script_type=script_type,
+            since=since,
+        )
+
+    def unsubscribe(self, subscription_id: str) -> bool:
+        return self.subscriptions.unsubscribe(subscription_id)
+
+    @guarded
+    async def actors(self, script_type: str | None = None) -> list[dict[str, Any]]:
+        return await presence.live(self.redis, script_type)
+
+    @guarded
+    async def queue_stats(self, script_type: str | None = None) -> list[dict[str, Any]]:
+        return await stats.queue_stats(self.redis, script_type)
+
+    @guarded
+    async def report(self) -> dict[str, Any] | None:
+        raw = await self.redis.get(keys.STATS_REPORT)
+        return json.loads(raw) if raw else None
+
+
+def _wait_seconds(wait: float | None, default: float) -> float:
+    if wait is None:
+        return min(default, MAX_WAIT)
+    if wait < 0 or wait > MAX_WAIT:
+        raise InvalidParams(f"wait must be between 0 and {MAX_WAIT:g} seconds")
+    return float(wait)

@@ -1,0 +1,202 @@
+"""Waiting for job results without a Redis connection per waiting caller.
+
+Three kinds of actor report completion differently, so a wait is resolved
+by whichever signal comes first:
+
+- our actors append a terminal event: the shared ``EventReader`` sees it and
+  one batched HMGET fetches the results of every job that ended in the batch;
+- reply-queue actors LPUSH ``hero:q:reply:{id}`` (or the legacy
+  ``hero:reply:{id}``) and write the hash;
+- hash-only actors write only the hash.
+
+The last two are found by one batched sweep (a single pipeline for all
+outstanding waits) that backs off per job, and skips jobs our actors have
+claimed, whose end the events stream will announce anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gateway.errors import HeroError, JobNotFound, WaitTimeout
+from gateway.supervisor import keys
+from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.events import Event
+from gateway.supervisor.job import TERMINAL, result
+
+log = logging.getLogger("gateway.supervisor.waits")
+
+Result = dict[str, Any]
+_RESULT_FIELDS = ("status", "output", "error")
+
+
+@dataclass
+class _Wait:
+    futures: list[asyncio.Future[Result]] = field(default_factory=list)
+    ours: bool = False  # claimed by one of our actors: the events stream will tell
+    next_check: float = 0.0
+    backoff: float = 0.0
+
+
+class WaitHub:
+    def __init__(self, client: aioredis.Redis, *, watch_interval: float, compat: bool) -> None:
+        self._client = client
+        self._interval = watch_interval
+        self._compat = compat
+        self._waits: dict[str, _Wait] = {}
+        self._ended: set[str] = set()
+        self._wake_fetcher = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._fetcher(), name="hero-waits-fetcher"),
+            asyncio.create_task(self._sweeper(), name="hero-waits-sweeper"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waits)
+
+    # -- registering -----------------------------------------------------------
+
+    def register(self, job_id: str) -> asyncio.Future[Result]:
+        """Register before the job can end (or before reading its hash), so no end is missed."""
+        fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        wait = self._waits.get(job_id)
+        if wait is None:
+            wait = self._waits[job_id] = _Wait(next_check=time.monotonic() + self._interval)
+        wait.futures.append(fut)
+        return fut
+
+    async def wait(self, job_id: str, fut: asyncio.Future[Result], seconds: float) -> Result:
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), seconds)
+        except TimeoutError:
+            raise WaitTimeout(job_id) from None
+        finally:
+            self.forget(job_id, fut)
+
+    def resolve(self, job_id: str, value: Result | HeroError) -> None:
+        wait = self._waits.pop(job_id, None)
+        if wait is None:
+            return
+        for fut in wait.futures:
+            if fut.done():
+                continue
+            if isinstance(value, HeroError):
+                fut.set_exception(value)
+            else:
+                fut.set_result(value)
+
+    def forget(self, job_id: str, fut: asyncio.Future[Result]) -> None:
+        wait = self._waits.get(job_id)
+        if wait is None:
+            return
+        if fut in wait.futures:
+            wait.futures.remove(fut)
+        if not wait.futures:
+            del self._waits[job_id]
+
+    # -- events path (our actors, and the supervisor's own transitions) --------
+
+    def on_events(self, events: list[Event]) -> None:
+        for event in events:
+            wait = self._waits.get(event["job_id"])
+            if wait is None:
+                continue
+            status = event.get("status", "")
+            if status in TERMINAL:
+                self._ended.add(event["job_id"])
+                self._wake_fetcher.set()
+            elif status == "started" and event.get("actor"):
+                wait.ours = True
+
+    async def _fetcher(self) -> None:
+        while True:
+            await self._wake_fetcher.wait()
+            self._wake_fetcher.clear()
+            ended, self._ended = self._ended, set()
+            try:
+                await self._fetch(ended)
+            except UNAVAILABLE:
+                self._ended |= ended  # try again once Redis is back
+                await asyncio.sleep(0.1)
+                self._wake_fetcher.set()
+
+    async def _fetch(self, job_ids: Iterable[str]) -> None:
+        ids = [j for j in job_ids if j in self._waits]
+        if not ids:
+            return
+        async with self._client.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(keys.job(job_id), _RESULT_FIELDS)
+            rows = await pipe.execute()
+        for job_id, (status, output, error) in zip(ids, rows, strict=True):
+            if status is None:  # deleted while being waited on
+                self.resolve(job_id, JobNotFound(job_id))
+            else:
+                self.resolve(job_id, result(job_id, status, output, error))
+
+    # -- sweep path (reply-queue and hash-only actors) -------------------------
+
+    async def _sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self._sweep()
+            except UNAVAILABLE:
+                continue
+            except Exception:
+                log.exception("wait sweep failed")
+
+    async def _sweep(self) -> None:
+        now = time.monotonic()
+        due = [j for j, w in self._waits.items() if not w.ours and w.next_check <= now]
+        if not due:
+            return
+        async with self._client.pipeline(transaction=False) as pipe:
+            for job_id in due:
+                pipe.hmget(keys.job(job_id), _RESULT_FIELDS)
+                pipe.lindex(keys.reply(job_id), -1)
+                if self._compat:
+                    pipe.lindex(keys.legacy_reply(job_id), -1)
+            rows = await pipe.execute()
+        step = 3 if self._compat else 2
+        for i, job_id in enumerate(due):
+            status, output, error = rows[i * step]
+            replies = [r for r in rows[i * step + 1 : i * step + step] if r is not None]
+            if status in TERMINAL:
+                self.resolve(job_id, result(job_id, status, output, error))
+            elif replies:
+                self.resolve(job_id, _from_reply(job_id, replies[0], output, error))
+            else:
+                wait = self._waits.get(job_id)
+                if wait is not None:
+                    wait.backoff = min(max(wait.backoff * 2, self._interval), 8 * self._interval)
+                    wait.next_check = now + wait.backoff
+
+
+def _from_reply(job_id: str, payload: str, output: str | None, error: str | None) -> Result:
+    """A reply-queue item whose hash has not caught up: our JSON shape, or the bare output."""
+    with contextlib.suppress(ValueError):
+        data = json.loads(payload)
+        if isinstance(data, dict) and data.get("status") in TERMINAL:
+            return result(job_id, str(data["status"]), data.get("output"), data.get("error"))
+    return result(job_id, "finished", output or payload, error)

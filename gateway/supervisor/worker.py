@@ -1,0 +1,197 @@
+"""The supervisor's API for actors: claim, report, heartbeat, stop requests.
+
+An actor never touches a key itself. A busy actor costs one round trip per
+cycle (``hero_cycle`` reports finished jobs and claims the next ones in one
+Function call); an idle one blocks on the events stream for a ``dispatched``
+event that concerns it, so nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway import __version__
+from gateway.config import Config
+from gateway.supervisor import connection, keys, library, presence
+from gateway.supervisor.events import last_id
+from gateway.supervisor.supervisor import REPLY_TTL
+
+log = logging.getLogger("gateway.supervisor.worker")
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job handed to an actor, with what it needs to run it."""
+
+    job_id: str
+    script: str
+    script_type: str
+    timeout: int
+    env_vars: dict[str, str]
+    caller_id: str
+    context_id: str
+    attempt: int
+    retries: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Claimed:
+        job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
+        return cls(
+            job_id=job_id,
+            script=script or "",
+            script_type=script_type,
+            timeout=int(timeout or 300),
+            env_vars=json.loads(env) if env else {},
+            caller_id=caller or "",
+            context_id=context or "",
+            attempt=int(attempt or 1),
+            retries=int(retries or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: str
+    status: str  # finished | error | timeout | stopped
+    output: str = ""
+    error: str = ""
+    log_path: str = ""
+
+
+class ActorLink:
+    """One actor instance's connection to the supervisor."""
+
+    def __init__(
+        self,
+        config: Config,
+        script_type: str,
+        group: str,
+        instance: str,
+        *,
+        capabilities: Sequence[str] = (),
+    ) -> None:
+        self.script_type, self.group, self.instance = script_type, group, instance
+        self.name = f"{group}:{instance}"
+        self._config = config
+        self._head = [
+            str(config.events_maxlen),
+            "1" if config.compat_legacy else "0",
+            str(REPLY_TTL),
+        ]
+        self._held = keys.held(script_type, group, instance)
+        self._ctl = keys.ctl(script_type, group, instance)
+        self._queues = keys.pop_order(script_type, group, instance)
+        self._cycle_keys = [self._held, *self._queues]
+        self._info = {
+            "script_type": script_type,
+            "group": group,
+            "instance": instance,
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "started_at": time.time(),
+            "version": __version__,
+            "capabilities": list(capabilities),
+        }
+        self.redis = connection.pooled(config.redis, 2)
+        self._waker = connection.dedicated(config.redis)
+        self._control = connection.dedicated(config.redis)
+        self._work = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def open(self) -> None:
+        await library.load(self.redis)
+        await presence.beat(self.redis, self._info)
+        self._work.set()  # whatever is queued already
+        self._tasks = [
+            asyncio.create_task(self._wake_on_dispatch(), name="actor-waker"),
+            asyncio.create_task(self._heartbeat(), name="actor-heartbeat"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(*connection.UNAVAILABLE):
+            await presence.leave(self.redis, self._info)
+        for client in (self._waker, self._control, self.redis):
+            await client.aclose()
+
+    async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
+        """Report outcomes and claim up to ``want`` jobs, in one round trip."""
+        self._work.clear()  # cleared before claiming: a dispatch after this wakes us
+        args: list[str | int] = [*self._head, self.name, self._ctl, want, len(outcomes)]
+        for o in outcomes:
+            args += [o.job_id, o.status, o.output, o.error, o.log_path]
+        rows = await self.redis.fcall("hero_cycle", len(self._cycle_keys), *self._cycle_keys, *args)
+        return [Claimed.from_row(row) for row in rows]
+
+    async def wait_for_work(self) -> None:
+        await self._work.wait()
+
+    def poke(self) -> None:
+        """Wake ``wait_for_work`` (used when a running job finishes)."""
+        self._work.set()
+
+    async def store_logs(self, job_id: str, text: str, ttl: int = REPLY_TTL) -> None:
+        await self.redis.set(keys.logs(job_id), text, ex=ttl)
+
+    async def control_messages(self, block: float = 5.0) -> dict[str, Any] | None:
+        """The next stop request on this instance's control queue, or None after ``block`` s."""
+        reply = await self._control.blpop([self._ctl], timeout=block)
+        if reply is None:
+            return None
+        try:
+            message: dict[str, Any] = json.loads(reply[1])
+        except ValueError:
+            log.warning("ignored malformed control message")
+            return None
+        return message
+
+    # -- background ------------------------------------------------------------
+
+    def _concerns_me(self, fields: dict[str, str]) -> bool:
+        if fields.get("event") != "dispatched" or fields.get("script_type") != self.script_type:
+            return False
+        group, instance = fields.get("group", ""), fields.get("instance", "")
+        if not group:
+            return True
+        return group == self.group and (not instance or instance == self.instance)
+
+    async def _wake_on_dispatch(self) -> None:
+        position = await last_id(self._waker)
+        self._work.set()  # anything dispatched before we started reading
+        delay = 0.05
+        while True:
+            try:
+                reply = await self._waker.xread({keys.EVENTS: position}, block=5000, count=500)
+            except connection.UNAVAILABLE:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                self._work.set()  # re-check queues once Redis is back
+                continue
+            delay = 0.05
+            if not reply:
+                continue
+            entries = reply[0][1]
+            position = entries[-1][0]
+            if any(self._concerns_me(fields) for _, fields in entries):
+                self._work.set()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(presence.HEARTBEAT_SECONDS)
+            try:
+                await presence.beat(self.redis, self._info)
+            except connection.UNAVAILABLE:
+                log.warning("heartbeat failed: redis unavailable")
