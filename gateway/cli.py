@@ -51,7 +51,10 @@ def cmd_actor(args: argparse.Namespace) -> int:
 
     config = resolve(args)
     actor = Actor(
-        config, group=args.group, instance=args.instance, concurrency=args.concurrency,
+        config,
+        group=args.group,
+        instance=args.instance,
+        concurrency=args.concurrency,
     )
     if args.handler:
         actor.handler(args.script_type)(_load_handler(args.handler))  # type: ignore[arg-type]

@@ -99,6 +99,14 @@ SETTINGS: tuple[Setting, ...] = (
         ("serve", "dev"),
     ),
     Setting(
+        "presence_ttl",
+        "--presence-ttl",
+        int,
+        15,
+        "Seconds an actor's presence key lives; the actor refreshes it every third of that.",
+        ("actor", "dev"),
+    ),
+    Setting(
         "host",
         "--host",
         str,
@@ -149,6 +157,7 @@ class Config:
     compat_legacy: bool = False
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
+    presence_ttl: int = 15
     host: str = "127.0.0.1"
     port: int = 8080
     log_dir: str | None = None

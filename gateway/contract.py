@@ -35,9 +35,10 @@ def document() -> dict[str, Any]:
 
 
 @cache
-def _registry() -> Registry:  # type: ignore[type-arg]
-    resource = Resource.from_contents(document(), default_specification=DRAFT202012)
-    return Registry().with_resource(_BASE_URI, resource)
+def _registry() -> Registry[Any]:
+    resource: Resource[Any] = Resource.from_contents(document(), default_specification=DRAFT202012)
+    empty: Registry[Any] = Registry()
+    return empty.with_resources([(_BASE_URI, resource)])
 
 
 @cache
@@ -145,10 +146,7 @@ def locate(schema_path: Sequence[str | int], start: str) -> str:
             while isinstance(node, dict) and str(step) not in node and "$ref" in node:
                 pointer = _strip(node["$ref"])
                 node = resolve(pointer)
-            if isinstance(node, list):
-                node = node[int(step)]
-            else:
-                node = node[str(step)]
+            node = node[int(step)] if isinstance(node, list) else node[str(step)]
             pointer = f"{pointer}/{_escape(str(step))}"
     except (LookupError, ValueError, TypeError):
         return f"#{start}"
@@ -159,7 +157,7 @@ def _strip(ref: str) -> str:
     """A reference into this document as a bare JSON pointer."""
     for prefix in (f"{_BASE_URI}#", "#"):
         if ref.startswith(prefix):
-            return ref[len(prefix):]
+            return ref[len(prefix) :]
     raise LookupError(f"not a reference into the contract: {ref!r}")
 
 

@@ -61,7 +61,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
             children.append(_child("serve", env=env))
             print(f"gateway   http://{config.host}:{config.port}/", flush=True)
             print(f"          ws://{config.host}:{config.port}/ws  (JSON-RPC)", flush=True)
-            print(f"          http://{config.host}:{config.port}/rpc  (JSON-RPC over POST)", flush=True)
+            print(
+                f"          http://{config.host}:{config.port}/rpc  (JSON-RPC over POST)",
+                flush=True,
+            )
         children.append(_child("actor", "--script-type", "python", env=env))
         print("actor     python (1 instance)", flush=True)
         print("Ctrl-C stops everything.", flush=True)
@@ -83,11 +86,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
 def add_command(sub: Any) -> None:
     p = sub.add_parser("dev", help="run redis (embedded unless --redis-url), gateway and an actor")
     p.add_argument(
-        "--redis-port", type=int, default=DEV_REDIS_PORT,
+        "--redis-port",
+        type=int,
+        default=DEV_REDIS_PORT,
         help=f"port of the embedded redis-server (default {DEV_REDIS_PORT})",
     )
     p.add_argument(
-        "--no-gateway", dest="with_gateway", action="store_false",
+        "--no-gateway",
+        dest="with_gateway",
+        action="store_false",
         help="start only redis and the actor",
     )
     add_arguments(p, "dev")

@@ -6,16 +6,21 @@ database (FLUSHALL), so tests stay independent while sharing one server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio as aioredis
 
+from gateway.actor import Actor, python_actor
+from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
+from gateway.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,3 +55,32 @@ def python_exe() -> str:
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@pytest.fixture
+def config(redis_url: str, tmp_path: Path) -> Config:
+    return Config(redis_url=redis_url, log_dir=str(tmp_path / "logs"), watch_interval=0.05)
+
+
+@pytest.fixture
+async def sup(config: Config) -> AsyncIterator[Supervisor]:
+    supervisor = await Supervisor.connect(config)
+    yield supervisor
+    await supervisor.close()
+
+
+@pytest.fixture
+async def actors(config: Config) -> AsyncIterator[Callable[..., Actor]]:
+    """Start in-process actors (real Redis, real subprocesses); all stopped at teardown."""
+    started: list[tuple[Actor, asyncio.Task[None]]] = []
+
+    def start(actor: Actor | None = None, **kwargs: Any) -> Actor:
+        actor = actor or python_actor(config, **kwargs)
+        started.append((actor, asyncio.create_task(actor.serve())))
+        return actor
+
+    yield start
+    for actor, _ in started:
+        actor.stop()
+    await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
+

@@ -87,15 +87,21 @@ class Actor:
         await asyncio.gather(*(self._serve_type(t, h) for t, h in self._handlers.items()))
 
     async def _serve_type(self, script_type: str, handler: Handler) -> None:
-        link = ActorLink(self.config, script_type, self.group, self.instance)
+        running: dict[str, asyncio.Task[Outcome]] = {}
+
+        def stop_job(job_id: str) -> None:
+            task = running.get(job_id)
+            if task is not None:
+                log.info("stopping job", extra={"job_id": job_id})
+                task.cancel()
+
+        link = ActorLink(self.config, script_type, self.group, self.instance, on_stop=stop_job)
         await link.open()
         log.info(
             "actor ready",
             extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
         )
-        running: dict[str, asyncio.Task[Outcome]] = {}
         done: list[Outcome] = []
-        control = asyncio.create_task(self._obey_control(link, running))
         stopping = asyncio.create_task(self._stopping.wait())
 
         def finished(job_id: str, task: asyncio.Task[Outcome]) -> None:
@@ -125,10 +131,7 @@ class Actor:
                 await asyncio.wait({waker, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()
         finally:
-            control.cancel()
             stopping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await control
             await link.close()
             log.info("actor stopped", extra={"script_type": script_type, "actor": link.name})
 
@@ -142,7 +145,9 @@ class Actor:
                     value = await value
             outcome = Outcome(job.job_id, "finished", str(value or ""), "", log_path)
         except TimeoutError:
-            outcome = Outcome(job.job_id, "timeout", "", f"timed out after {job.timeout}s", log_path)
+            outcome = Outcome(
+                job.job_id, "timeout", "", f"timed out after {job.timeout}s", log_path
+            )
         except asyncio.CancelledError:
             outcome = Outcome(job.job_id, "stopped", "", "stopped", log_path)
         except JobFailed as exc:
@@ -155,21 +160,6 @@ class Actor:
             with contextlib.suppress(*UNAVAILABLE):
                 await link.store_logs(job.job_id, text)
         return outcome
-
-    async def _obey_control(
-        self, link: ActorLink, running: dict[str, asyncio.Task[Outcome]]
-    ) -> None:
-        while True:
-            try:
-                message = await link.control_messages()
-            except UNAVAILABLE:
-                await asyncio.sleep(1)
-                continue
-            if message and message.get("action") == "stop":
-                task = running.get(str(message.get("job_id")))
-                if task is not None:
-                    log.info("stopping job", extra={"job_id": message.get("job_id")})
-                    task.cancel()
 
 
 def python_actor(

@@ -8,6 +8,8 @@ BLOCK never holds a pool slot.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
@@ -27,9 +29,11 @@ T = TypeVar("T")
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
-def pooled(url: str, max_connections: int) -> aioredis.Redis:
+def pooled(url: str, max_connections: int, name: str) -> aioredis.Redis:
+    """A shared pool; ``name`` (CLIENT SETNAME) tells operators who holds a connection."""
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        client_name=f"hero-gateway/{name}",
         max_connections=max_connections,
         timeout=None,
         decode_responses=True,
@@ -38,13 +42,14 @@ def pooled(url: str, max_connections: int) -> aioredis.Redis:
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
         retry_on_error=[RedisConnectionError],
     )
-    return aioredis.Redis(connection_pool=pool)
+    return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
 
 
-def dedicated(url: str) -> aioredis.Redis:
+def dedicated(url: str, name: str) -> aioredis.Redis:
     """One connection for one blocking reader (XREAD/BLPOP BLOCK)."""
     return aioredis.Redis.from_url(
         url,
+        client_name=f"hero-gateway/{name}",
         decode_responses=True,
         socket_connect_timeout=2,
         single_connection_client=True,
@@ -62,3 +67,40 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             raise BackendUnavailable() from None
 
     return wrapper
+
+
+class BlockingReader:
+    """A dedicated connection for BLOCKing reads that shutdown can wake at once.
+
+    Cancelling a task blocked in XREAD/BLPOP does not reliably interrupt the
+    read in redis-py, so ``interrupt`` asks Redis itself (CLIENT UNBLOCK) from
+    another connection. The connection id is re-read after a reconnect.
+    """
+
+    def __init__(self, url: str, name: str) -> None:
+        self.client = dedicated(url, name)
+        self._id: int | None = None
+
+    async def ready(self) -> None:
+        if self._id is None:
+            self._id = int(await self.client.client_id())
+
+    def lost(self) -> None:
+        self._id = None
+
+    async def interrupt(self, via: aioredis.Redis, task: asyncio.Task[None]) -> None:
+        """Wake the blocked read until ``task`` (whose loop checks its closed flag) ends.
+
+        Repeated because the reader may be between two reads when the first
+        unblock lands."""
+        for _ in range(40):
+            if task.done():
+                return
+            if self._id is not None:
+                with contextlib.suppress(*UNAVAILABLE):
+                    await via.client_unblock(self._id)
+            await asyncio.wait({task}, timeout=0.05)
+        task.cancel()
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

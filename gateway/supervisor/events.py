@@ -17,7 +17,7 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, BlockingReader
 
 log = logging.getLogger("gateway.supervisor.events")
 
@@ -45,14 +45,24 @@ async def last_id(client: aioredis.Redis) -> str:
 class EventReader:
     """Tails the events stream; listeners are called synchronously, in stream order."""
 
-    def __init__(self, client: aioredis.Redis, *, block_ms: int = 5000, count: int = 1000) -> None:
-        self._client = client
+    def __init__(
+        self,
+        reader: BlockingReader,
+        waker: aioredis.Redis,
+        *,
+        block_ms: int = 5000,
+        count: int = 1000,
+    ) -> None:
+        self._reader = reader
+        self._client = reader.client
+        self._waker = waker
         self._block_ms = block_ms
         self._count = count
         self._listeners: list[Listener] = []
         self._task: asyncio.Task[None] | None = None
         self.position = "0-0"
         self.healthy = False
+        self._closed = False
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -63,22 +73,27 @@ class EventReader:
         self._task = asyncio.create_task(self._run(), name="hero-events-reader")
 
     async def stop(self) -> None:
+        self._closed = True
         if self._task is not None:
-            self._task.cancel()
+            await self._reader.interrupt(self._waker, self._task)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._client.aclose()
+        await self._reader.aclose()
 
     async def _run(self) -> None:
         delay = 0.05
-        while True:
+        while not self._closed:
             try:
+                await self._reader.ready()
                 reply = await self._client.xread(
                     {keys.EVENTS: self.position},
                     block=self._block_ms,
                     count=self._count,
                 )
             except UNAVAILABLE as exc:
+                self._reader.lost()
+                if self._closed:
+                    return
                 if self.healthy:
                     log.warning("events reader lost redis", extra={"error": type(exc).__name__})
                 self.healthy = False

@@ -16,16 +16,13 @@ import redis.asyncio as aioredis
 
 from gateway.supervisor import keys
 
-TTL_SECONDS = 15
-HEARTBEAT_SECONDS = 5
 
-
-async def beat(client: aioredis.Redis, info: dict[str, Any]) -> None:
+async def beat(client: aioredis.Redis, info: dict[str, Any], ttl: int) -> None:
     key = keys.presence(info["script_type"], info["group"], info["instance"])
     info = dict(info, last_heartbeat=time.time())
     async with client.pipeline(transaction=False) as pipe:
-        pipe.set(key, json.dumps(info), ex=TTL_SECONDS)
-        pipe.zadd(keys.ACTORS, {key: int((time.time() + TTL_SECONDS) * 1000)})
+        pipe.set(key, json.dumps(info), ex=ttl)
+        pipe.zadd(keys.ACTORS, {key: int((time.time() + ttl) * 1000)})
         await pipe.execute()
 
 

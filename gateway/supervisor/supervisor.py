@@ -39,7 +39,7 @@ class Supervisor:
             "1" if config.compat_legacy else "0",
             str(REPLY_TTL),
         ]
-        self._reader = EventReader(connection.dedicated(config.redis))
+        self._reader = EventReader(connection.BlockingReader(config.redis, "events"), client)
         self.waits = WaitHub(
             client, watch_interval=config.watch_interval, compat=config.compat_legacy
         )
@@ -49,7 +49,7 @@ class Supervisor:
 
     @classmethod
     async def connect(cls, config: Config) -> Supervisor:
-        client = connection.pooled(config.redis, config.redis_max_connections)
+        client = connection.pooled(config.redis, config.redis_max_connections, "supervisor")
         await library.load(client)
         sup = cls(config, client)
         await sup._reader.start()
@@ -179,7 +179,7 @@ class Supervisor:
         return caller or ""
 
     @guarded
-    async def list(
+    async def list_jobs(
         self,
         status: str | None = None,
         script_type: str | None = None,

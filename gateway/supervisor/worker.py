@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,7 @@ class ActorLink:
         instance: str,
         *,
         capabilities: Sequence[str] = (),
+        on_stop: Callable[[str], None] | None = None,
     ) -> None:
         self.script_type, self.group, self.instance = script_type, group, instance
         self.name = f"{group}:{instance}"
@@ -101,31 +102,40 @@ class ActorLink:
             "version": __version__,
             "capabilities": list(capabilities),
         }
-        self.redis = connection.pooled(config.redis, 2)
-        self._waker = connection.dedicated(config.redis)
-        self._control = connection.dedicated(config.redis)
+        self.redis = connection.pooled(config.redis, 2, "actor")
+        self._waker = connection.BlockingReader(config.redis, "actor-waker")
+        self._control = connection.BlockingReader(config.redis, "actor-control")
+        self._on_stop = on_stop
         self._work = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
 
     async def open(self) -> None:
         await library.load(self.redis)
-        await presence.beat(self.redis, self._info)
+        await presence.beat(self.redis, self._info, self._config.presence_ttl)
         self._work.set()  # whatever is queued already
         self._tasks = [
             asyncio.create_task(self._wake_on_dispatch(), name="actor-waker"),
             asyncio.create_task(self._heartbeat(), name="actor-heartbeat"),
         ]
+        if self._on_stop is not None:
+            self._tasks.append(asyncio.create_task(self._obey_control(self._on_stop)))
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        self._closed = True
+        waker, heartbeat, *control = self._tasks
+        heartbeat.cancel()
+        await self._waker.interrupt(self.redis, waker)
+        for task in control:
+            await self._control.interrupt(self.redis, task)
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         with contextlib.suppress(*connection.UNAVAILABLE):
             await presence.leave(self.redis, self._info)
-        for client in (self._waker, self._control, self.redis):
-            await client.aclose()
+        for reader in (self._waker, self._control):
+            await reader.aclose()
+        await self.redis.aclose()
 
     async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
         """Report outcomes and claim up to ``want`` jobs, in one round trip."""
@@ -146,18 +156,6 @@ class ActorLink:
     async def store_logs(self, job_id: str, text: str, ttl: int = REPLY_TTL) -> None:
         await self.redis.set(keys.logs(job_id), text, ex=ttl)
 
-    async def control_messages(self, block: float = 5.0) -> dict[str, Any] | None:
-        """The next stop request on this instance's control queue, or None after ``block`` s."""
-        reply = await self._control.blpop([self._ctl], timeout=block)
-        if reply is None:
-            return None
-        try:
-            message: dict[str, Any] = json.loads(reply[1])
-        except ValueError:
-            log.warning("ignored malformed control message")
-            return None
-        return message
-
     # -- background ------------------------------------------------------------
 
     def _concerns_me(self, fields: dict[str, str]) -> bool:
@@ -169,13 +167,19 @@ class ActorLink:
         return group == self.group and (not instance or instance == self.instance)
 
     async def _wake_on_dispatch(self) -> None:
-        position = await last_id(self._waker)
+        position = await last_id(self.redis)
         self._work.set()  # anything dispatched before we started reading
         delay = 0.05
-        while True:
+        while not self._closed:
             try:
-                reply = await self._waker.xread({keys.EVENTS: position}, block=5000, count=500)
+                await self._waker.ready()
+                reply = await self._waker.client.xread(
+                    {keys.EVENTS: position}, block=5000, count=500
+                )
             except connection.UNAVAILABLE:
+                self._waker.lost()
+                if self._closed:
+                    return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 self._work.set()  # re-check queues once Redis is back
@@ -188,10 +192,30 @@ class ActorLink:
             if any(self._concerns_me(fields) for _, fields in entries):
                 self._work.set()
 
-    async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(presence.HEARTBEAT_SECONDS)
+    async def _obey_control(self, on_stop: Callable[[str], None]) -> None:
+        """Stop requests arrive on this instance's control queue (Hero's ctl keys)."""
+        while not self._closed:
             try:
-                await presence.beat(self.redis, self._info)
+                await self._control.ready()
+                reply = await self._control.client.blpop([self._ctl], timeout=5)
+            except connection.UNAVAILABLE:
+                self._control.lost()
+                await asyncio.sleep(0.5)
+                continue
+            if reply is None:
+                continue
+            try:
+                message = json.loads(reply[1])
+            except ValueError:
+                log.warning("ignored malformed control message")
+                continue
+            if isinstance(message, dict) and message.get("action") == "stop":
+                on_stop(str(message.get("job_id")))
+
+    async def _heartbeat(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self._config.presence_ttl / 3)
+            try:
+                await presence.beat(self.redis, self._info, self._config.presence_ttl)
             except connection.UNAVAILABLE:
                 log.warning("heartbeat failed: redis unavailable")

@@ -1,0 +1,47 @@
+# hero-gateway — `make run` starts the service, `make test` runs the suite.
+# Both install what they need first (venv, packages, redis-server, Java).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+
+.PHONY: setup system-deps run test lint bench clean
+
+setup: system-deps $(STAMP)
+
+# System packages, only when missing: redis-server (the embedded default and
+# the tests), Java (PySpark), python3-venv (Debian splits it out).
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(APT) update -qq && $(APT) install -y -qq $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/hero-gateway dev
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check gateway tests bench
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,111 @@
+"""What the RPC layer needs from the layers below, as typed protocols.
+
+The handlers depend on these shapes, not on ``gateway.supervisor`` itself, so
+this package never imports redis and its tests need no Redis. Every method
+raises ``gateway.errors`` classes for failures a client should see. Methods
+are declared as returning ``Awaitable`` (not ``async def``) so decorated
+coroutine functions (e.g. the supervisor's ``@guarded``) fit too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+JsonObject = dict[str, Any]
+#: Shorthands for the JSON shapes the protocol passes around.
+JsonObjects = list[JsonObject]
+JobIds = list[str]
+
+
+class Supervisor(Protocol):
+    """The supervisor's public API (``gateway.supervisor.Supervisor``)."""
+
+    def create(self, spec: JsonObject) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``."""
+        ...
+
+    def start(self, job_id: str) -> Awaitable[JsonObject]:
+        """``{"job_id", "status", "queue"}``."""
+        ...
+
+    def run(self, spec: JsonObject, wait: float | None = None) -> Awaitable[JsonObject]:
+        """A JobResult once the job ended; ``WaitTimeout`` if it did not in time."""
+        ...
+
+    def output(self, job_id: str, wait: float | None = None) -> Awaitable[JsonObject]:
+        """A JobResult; waits for the end when ``wait`` is given."""
+        ...
+
+    def status(self, job_id: str) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``."""
+        ...
+
+    def get(self, job_id: str) -> Awaitable[JsonObject]:
+        """The contract's Job."""
+        ...
+
+    def owner(self, job_id: str) -> Awaitable[str | None]:
+        """The job's caller_id ("" or None when it has none); ``JobNotFound``."""
+        ...
+
+    def list_jobs(
+        self,
+        status: str | None = None,
+        script_type: str | None = None,
+        caller_id: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Awaitable[JsonObject]:
+        """``{"jobs": [Job], "next_cursor": str | None}``."""
+        ...
+
+    def stop(self, job_id: str) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``."""
+        ...
+
+    def delete(self, job_id: str) -> Awaitable[JsonObject]:
+        """``{"deleted": bool}``."""
+        ...
+
+    def logs(self, job_id: str) -> Awaitable[JsonObject]:
+        """``{"job_id", "logs"}``."""
+        ...
+
+    def queue_stats(self, script_type: str | None = None) -> Awaitable[JsonObjects]:
+        """One QueueStats per work queue."""
+        ...
+
+    def actors(self, script_type: str | None = None) -> Awaitable[JsonObjects]:
+        """One Actor per live presence key."""
+        ...
+
+    def report(self) -> Awaitable[JsonObject | None]:
+        """The latest pipeline report, None before the first."""
+        ...
+
+    def dlq_list(self, script_type: str | None = None, limit: int = 50) -> Awaitable[JsonObjects]:
+        """DlqEntry objects, oldest first."""
+        ...
+
+    def dlq_replay(self, script_type: str, job_ids: JobIds | None = None) -> Awaitable[JobIds]:
+        """The ids of the jobs put back on their work queue."""
+        ...
+
+
+class KeyVerifier(Protocol):
+    """Checks an API key (the key store lives below this layer)."""
+
+    def verify(self, key: str) -> Awaitable[Mapping[str, Any] | None]:
+        """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Backends:
+    """Everything the method handlers call. ``keys`` is None when the server
+    runs without API keys: then every connection is anonymous."""
+
+    supervisor: Supervisor
+    keys: KeyVerifier | None = None

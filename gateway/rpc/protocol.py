@@ -1,0 +1,149 @@
+"""The sans-I/O JSON-RPC 2.0 core: text in, elements out, answers back to text.
+
+Three steps, so a transport can put its own concurrency in between:
+
+    frame = parse_frame(text)                      # never raises
+    responses = [await dispatcher.dispatch(e, ctx) for e in frame.elements]
+    reply = encode_reply(frame, responses)         # str, or None: send nothing
+
+``handle_frame`` does all three, answering a batch's elements concurrently.
+
+Why not jsonrpcserver's ``dispatch``: it rejects a whole batch for one bad
+element, puts ``str(exc)`` in -32603 and fails a batch on one unserialisable
+result. Here each element is parsed, answered and serialised on its own.
+
+Conformance notes (JSON-RPC 2.0):
+- unparseable text (including invalid UTF-8, NaN/Infinity, nesting deeper
+  than the parser handles) → one -32700 with id null;
+- ``[]`` → one -32600 (not an array); a non-object batch element → -32600;
+- a Request with a wrong ``jsonrpc``, ``method``, ``params`` or ``id`` type, or
+  with members the spec does not define, → -32600, echoing its id when the id
+  itself is valid, null otherwise;
+- a notification (no ``id`` member) is run but never answered, even on error;
+  a batch of only notifications gets no reply at all;
+- the id is echoed as parsed (numbers keep their JSON value; a number too big
+  for a float is not a usable id and is refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from gateway.rpc import codes
+from gateway.rpc.context import CallContext
+from gateway.rpc.dispatch import Dispatcher
+from gateway.rpc.messages import Element, Failure, Frame, Request, RequestId, Response, Success
+
+log = logging.getLogger("gateway.rpc")
+
+_MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
+
+
+def parse_frame(data: str | bytes) -> Frame:
+    """A frame's elements; a parse error or ``[]`` is one pre-answered element."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
+        return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
+    if isinstance(value, list):
+        if not value:
+            return Frame((_invalid(None, "an empty batch is not a request"),), batch=False)
+        return Frame(tuple(parse_element(item) for item in value), batch=True)
+    return Frame((parse_element(value),), batch=False)
+
+
+def parse_element(value: Any) -> Element:
+    """One Request object, checked; what is wrong with it becomes its answer."""
+    if not isinstance(value, dict):
+        return _invalid(None, "a request must be an object")
+    has_id = "id" in value
+    id_ok = not has_id or _is_id(value["id"])
+    reply_id: RequestId = value["id"] if has_id and id_ok else None
+    if value.get("jsonrpc") != "2.0":
+        return _invalid(reply_id, 'jsonrpc must be "2.0"')
+    method = value.get("method")
+    if not isinstance(method, str):
+        return _invalid(reply_id, "method must be a string")
+    params = value.get("params")
+    if "params" in value and not isinstance(params, dict | list):
+        return _invalid(reply_id, "params must be an object or an array")
+    if not id_ok:
+        return _invalid(None, "id must be a string, a number or null")
+    extra = sorted(str(k) for k in value.keys() - _MEMBERS)
+    if extra:
+        return _invalid(reply_id, "unexpected members: " + ", ".join(extra[:10]))
+    return Request(method, params, reply_id, notification=not has_id)
+
+
+async def handle_frame(data: str | bytes, dispatcher: Dispatcher, ctx: CallContext) -> str | None:
+    """Parse, answer and encode one frame. None means: send nothing."""
+    frame = parse_frame(data)
+    if frame.batch:
+        responses = await asyncio.gather(
+            *(dispatcher.dispatch(element, ctx) for element in frame.elements)
+        )
+    else:
+        responses = [await dispatcher.dispatch(frame.elements[0], ctx)]
+    return encode_reply(frame, responses)
+
+
+def encode_reply(frame: Frame, responses: Iterable[Response | None]) -> str | None:
+    """The text to send for a frame's answers (None entries are notifications)."""
+    parts = [encode_response(r) for r in responses if r is not None]
+    if not parts:
+        return None
+    return "[" + ",".join(parts) + "]" if frame.batch else parts[0]
+
+
+def encode_response(response: Response) -> str:
+    """One Response object as JSON. A result (or error data) that is not
+    serialisable makes this element a -32603; the batch around it is untouched."""
+    try:
+        return _dumps(_wire(response))
+    except (TypeError, ValueError, RecursionError):
+        log.error(
+            "rpc response not serialisable", extra={"response_type": type(response).__name__}
+        )
+    if isinstance(response, Failure) and response.data is not None:
+        return encode_response(Failure(response.id, response.code, response.message))
+    return _dumps(_wire(Failure(response.id, codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE)))
+
+
+def encode_notification(method: str, params: dict[str, Any]) -> str:
+    """A server-to-client notification (e.g. ``job.event``)."""
+    return _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def _wire(response: Response) -> dict[str, Any]:
+    if isinstance(response, Success):
+        return {"jsonrpc": "2.0", "result": response.result, "id": response.id}
+    error: dict[str, Any] = {"code": response.code, "message": response.message}
+    if response.data is not None:
+        error["data"] = response.data
+    return {"jsonrpc": "2.0", "error": error, "id": response.id}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _invalid(reply_id: RequestId, why: str) -> Failure:
+    return Failure(reply_id, codes.INVALID_REQUEST, codes.INVALID_REQUEST_MESSAGE, {"message": why})
+
+
+def _is_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, str | int)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,208 @@
+"""The actor runtime: the python executor's isolation and limits, the SDK,
+logs, stop, timeouts and presence, all against real Redis and real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.actor import Actor, JobContext, JobFailed
+from gateway.config import Config
+from gateway.supervisor import Supervisor
+from tests.helpers import eventually, job
+
+
+async def test_python_job_runs_isolated(
+    sup: Supervisor, actors: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERO_TEST_SECRET", "do-not-leak")
+    actors()
+    script = (
+        "import os, sys\n"
+        "print(os.environ.get('HERO_TEST_SECRET'), os.environ['JOB_ID'], os.environ['CALLER_ID'],"
+        " os.environ['GREETING'], os.getcwd() != %r, sys.flags.isolated)\n" % os.getcwd()
+    )
+    result = await sup.run(
+        job(script, job_id="iso", caller_id="alice", env_vars={"GREETING": "hi", "JOB_ID": "spoof"}),
+        wait=20,
+    )
+    assert result["output"] == "None iso alice hi True 1\n"
+
+
+async def test_stdout_and_stderr_go_to_the_log_in_the_actor_log_dir(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actors()
+    script = "import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n"
+    await sup.run(job(script, job_id="logged"), wait=20)
+    logs = (await sup.logs("logged"))["logs"]
+    assert "to out" in logs and "to err" in logs
+    log_path = Path((await sup.get("logged"))["log_path"])
+    assert log_path.parent == Path(config.log_dir or "") and log_path.name == "logged.log"
+    assert "to err" in log_path.read_text()
+
+
+async def test_error_carries_the_tail_of_stderr(sup: Supervisor, actors: Any) -> None:
+    actors()
+    result = await sup.run(job("print('x' * 10000)\nraise ValueError('kaput')"), wait=20)
+    assert result["status"] == "error"
+    assert result["error"].endswith("ValueError: kaput")
+    assert len(result["error"]) <= 4096
+
+
+async def test_timeout_kills_the_whole_process_group(
+    sup: Supervisor, actors: Any, tmp_path: Path
+) -> None:
+    actors()
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(60)\n"
+    )
+    result = await sup.run(job(script, timeout=1), wait=20)
+    assert result["status"] == "timeout"
+    child = int(pidfile.read_text())
+    await eventually(lambda: _gone(child))
+
+
+async def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie still answers kill(0); it is dead once its state says so
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any, tmp_path: Path) -> None:
+    actors()
+    marker = tmp_path / "started"
+    script = f"import time\nopen({str(marker)!r}, 'w').write('1')\ntime.sleep(60)\n"
+    await sup.create(job(script, job_id="long"))
+    await sup.start("long")
+
+    async def running() -> bool:
+        return marker.exists()
+
+    await eventually(running)
+    assert await sup.stop("long") == {"job_id": "long", "status": "stopped"}
+    result = await sup.output("long")
+    assert result["status"] == "stopped"
+    # the actor is free again: the next job runs promptly
+    assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
+
+
+async def test_sdk_handlers_async_and_sync_and_failures(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actor = Actor(config, group="sdk", instance="one", concurrency=4)
+
+    @actor.handler("osis")
+    async def upper(ctx: JobContext) -> str:
+        ctx.log(f"running {ctx.job.job_id}")
+        if ctx.job.script == "fail":
+            raise JobFailed("asked to fail")
+        return ctx.job.script.upper()
+
+    @actor.handler("sal")
+    def reverse(ctx: JobContext) -> str:
+        if ctx.job.script == "crash":
+            raise RuntimeError("bug in handler")
+        return ctx.job.script[::-1]
+
+    actors(actor)
+    ok = await sup.run(job("abc", script_type="osis", job_id="u1"), wait=10)
+    assert ok["output"] == "ABC"
+    assert "running u1" in (await sup.logs("u1"))["logs"]
+    assert (await sup.run(job("abc", script_type="sal"), wait=10))["output"] == "cba"
+    failed = await sup.run(job("fail", script_type="osis"), wait=10)
+    assert (failed["status"], failed["error"]) == ("error", "asked to fail")
+    crashed = await sup.run(job("crash", script_type="sal"), wait=10)
+    assert crashed["status"] == "error" and crashed["error"] == "RuntimeError: bug in handler"
+    listed = {(a["script_type"], a["group"], a["instance"]) for a in await sup.actors()}
+    assert listed == {("osis", "sdk", "one"), ("sal", "sdk", "one")}
+
+
+async def test_concurrency_runs_jobs_side_by_side(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actor = Actor(config, concurrency=5)
+    running = 0
+    peak = 0
+
+    @actor.handler("osis")
+    async def slow(ctx: JobContext) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.2)
+        running -= 1
+        return "done"
+
+    actors(actor)
+    await asyncio.gather(*(sup.run(job("x", script_type="osis"), wait=10) for _ in range(10)))
+    assert peak == 5
+
+
+def _actor_process(config: Config, *extra: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, HERO_REDIS_URL=config.redis_url or "", HERO_LOG_DIR=config.log_dir or "")
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "python", *extra],
+        env=env, stderr=subprocess.PIPE,
+    )
+
+
+async def test_cli_actor_runs_jobs_and_stops_cleanly_on_sigterm(
+    sup: Supervisor, config: Config
+) -> None:
+    proc = _actor_process(config, "--group", "cli", "--instance", "c1")
+    try:
+        result = await sup.run(job("print(40 + 2)", group="cli", instance="c1"), wait=30)
+        assert result["output"] == "42\n"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 15) == 0
+        assert await sup.actors() == []  # left its presence on the way out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_presence_expires_when_an_actor_dies(sup: Supervisor, config: Config) -> None:
+    proc = _actor_process(config, "--presence-ttl", "1", "--instance", "doomed")
+
+    async def present() -> bool:
+        return [a["instance"] for a in await sup.actors()] == ["doomed"]
+
+    async def absent() -> bool:
+        return await sup.actors() == []
+
+    try:
+        await eventually(present, timeout=20)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        await eventually(absent, timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_cli_actor_refuses_a_type_it_cannot_run(config: Config) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "osis"],
+        env=dict(os.environ, HERO_REDIS_URL=config.redis_url or ""),
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "no built-in executor" in proc.stderr and "Traceback" not in proc.stderr

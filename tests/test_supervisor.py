@@ -1,0 +1,304 @@
+"""The supervisor against a real redis-server: routing, priorities, atomic
+transitions, the events stream, listing, deletion and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.config import Config
+from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
+from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.worker import ActorLink, Outcome
+from tests.helpers import job
+
+
+async def link(config: Config, group: str = "g", instance: str = "i", st: str = "osis") -> ActorLink:
+    actor = ActorLink(config, st, group, instance)
+    await actor.open()
+    return actor
+
+
+# -- routing and priorities ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "queue"),
+    [
+        ({}, "hero:q:work:type:osis"),
+        ({"group": "g"}, "hero:q:work:type:osis:group:g"),
+        ({"group": "g", "instance": "i"}, "hero:q:work:type:osis:group:g:inst:i"),
+        ({"priority": 0}, "hero:q:work:type:osis:prio:0"),
+        ({"priority": 2, "group": "g"}, "hero:q:work:type:osis:group:g:prio:2"),
+        ({"priority": 0, "group": "g", "instance": "i"}, "hero:q:work:type:osis:group:g:inst:i:prio:0"),
+    ],
+)
+async def test_dispatch_routes_to_the_most_specific_queue(
+    sup: Supervisor, rds: aioredis.Redis, fields: dict[str, Any], queue: str
+) -> None:
+    created = await sup.create(job(script_type="osis", job_id="j", **fields))
+    started = await sup.start(created["job_id"])
+    assert started == {"job_id": "j", "status": "dispatched", "queue": queue}
+    assert await rds.lrange(queue, 0, -1) == ["j"]
+
+
+async def test_actor_pops_priority_first_then_most_specific(
+    sup: Supervisor, config: Config
+) -> None:
+    targets = [({"group": "g", "instance": "i"}, "inst"), ({"group": "g"}, "group"), ({}, "type")]
+    for prio in (2, 1, 0):
+        for fields, name in reversed(targets):
+            spec = job(script_type="osis", job_id=f"{name}-p{prio}", priority=prio, **fields)
+            await sup.start((await sup.create(spec))["job_id"])
+    actor = await link(config)
+    try:
+        order = [(await actor.cycle([], 1))[0].job_id for _ in range(9)]
+        assert await actor.cycle([], 1) == []
+    finally:
+        await actor.close()
+    assert order == [f"{name}-p{p}" for p in (0, 1, 2) for _, name in targets]
+
+
+async def test_priority_zero_overtakes_a_backlog(sup: Supervisor, config: Config) -> None:
+    for n in range(20):
+        await sup.start((await sup.create(job(script_type="osis", job_id=f"low{n}", priority=2)))["job_id"])
+        await sup.start((await sup.create(job(script_type="osis", job_id=f"norm{n}")))["job_id"])
+    await sup.start((await sup.create(job(script_type="osis", job_id="urgent", priority=0)))["job_id"])
+    actor = await link(config, group="other")
+    try:
+        claimed = [c.job_id for c in await actor.cycle([], 41)]
+    finally:
+        await actor.close()
+    assert claimed[0] == "urgent"
+    assert claimed[1:21] == [f"norm{n}" for n in range(20)]
+    assert claimed[21:] == [f"low{n}" for n in range(20)]
+
+
+async def test_instance_job_is_only_taken_by_that_instance(sup: Supervisor, config: Config) -> None:
+    await sup.start((await sup.create(job(script_type="osis", job_id="pinned", group="g", instance="i1")))["job_id"])
+    other_instance = await link(config, "g", "i2")
+    other_group = await link(config, "h", "i1")
+    typed_only = await link(config, "default", "x")
+    target = await link(config, "g", "i1")
+    try:
+        for actor in (other_instance, other_group, typed_only):
+            assert await actor.cycle([], 10) == []
+        assert [c.job_id for c in await target.cycle([], 10)] == ["pinned"]
+    finally:
+        for actor in (other_instance, other_group, typed_only, target):
+            await actor.close()
+
+
+# -- atomic transitions -------------------------------------------------------
+
+
+async def test_second_start_is_an_invalid_state_and_pushes_nothing(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    job_id = (await sup.create(job(script_type="osis")))["job_id"]
+    results = await asyncio.gather(*(sup.start(job_id) for _ in range(20)), return_exceptions=True)
+    assert sum(isinstance(r, dict) for r in results) == 1
+    assert all(isinstance(r, InvalidState) for r in results if not isinstance(r, dict))
+    assert await rds.llen(keys.work_queue("osis")) == 1
+
+
+async def test_start_of_unknown_job_is_not_found(sup: Supervisor) -> None:
+    with pytest.raises(JobNotFound):
+        await sup.start("nope")
+
+
+async def test_each_job_is_claimed_by_exactly_one_actor(sup: Supervisor, config: Config) -> None:
+    for n in range(300):
+        await sup.start((await sup.create(job(script_type="osis", job_id=f"j{n}")))["job_id"])
+    actors = [await link(config, "default", f"a{n}") for n in range(4)]
+    claimed: list[str] = []
+
+    async def drain(actor: ActorLink) -> None:
+        while batch := await actor.cycle([], 7):
+            claimed.extend(c.job_id for c in batch)
+
+    try:
+        await asyncio.gather(*(drain(a) for a in actors))
+    finally:
+        for actor in actors:
+            await actor.close()
+    assert sorted(claimed) == sorted(f"j{n}" for n in range(300))
+
+
+async def test_create_with_existing_job_id_is_idempotent(sup: Supervisor, rds: aioredis.Redis) -> None:
+    first = await sup.create(job(job_id="same", script="print(1)"))
+    await sup.start("same")
+    again = await sup.create(job(job_id="same", script="print(2)"))
+    assert first == {"job_id": "same", "status": "created"}
+    assert again == {"job_id": "same", "status": "dispatched"}
+    assert await rds.hget(keys.job("same"), "script") == "print(1)"
+
+
+async def test_every_transition_appends_one_event(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    await sup.start((await sup.create(job(script_type="osis", job_id="e1", caller_id="c")))["job_id"])
+    actor = await link(config, "default", "a")
+    try:
+        [claimed] = await actor.cycle([], 1)
+        await actor.cycle([Outcome(claimed.job_id, "finished", "out")], 0)
+    finally:
+        await actor.close()
+    events = [fields for _, fields in await rds.xrange(keys.EVENTS)]
+    assert [e["event"] for e in events] == ["created", "dispatched", "started", "finished"]
+    assert all(e["job_id"] == "e1" and e["caller_id"] == "c" for e in events)
+    assert events[2]["actor"] == "default:a" and events[3]["attempt"] == "1"
+    assert all(int(e["ts"]) > 0 for e in events)
+
+
+async def test_events_stream_is_trimmed_to_about_maxlen(config: Config, rds: aioredis.Redis) -> None:
+    small = await Supervisor.connect(Config(redis_url=config.redis_url, events_maxlen=100))
+    try:
+        for n in range(300):
+            await small.create(job(script_type="osis", job_id=f"t{n}"))
+    finally:
+        await small.close()
+    assert 100 <= await rds.xlen(keys.EVENTS) < 300
+
+
+# -- reading ------------------------------------------------------------------
+
+
+async def test_get_and_status_decode_the_hash(sup: Supervisor) -> None:
+    spec = job(job_id="g1", env_vars={"A": "1"}, caller_id="me", timeout=5, retries=2)
+    await sup.create(spec)
+    got = await sup.get("g1")
+    assert got["id"] == "g1" and got["status"] == "created"
+    assert got["env_vars"] == {"A": "1"} and got["prerequisites"] == [] and got["dependents"] == []
+    assert got["timeout"] == 5 and got["retries"] == 2 and got["priority"] == 1
+    assert got["created_at"].endswith("Z") and "ctl" not in got
+    assert await sup.status("g1") == {"job_id": "g1", "status": "created"}
+    with pytest.raises(JobNotFound):
+        await sup.get("missing")
+
+
+async def test_list_pages_newest_first_without_gaps_or_repeats(sup: Supervisor) -> None:
+    for n in range(25):
+        await sup.create(job(job_id=f"l{n:02d}", caller_id="even" if n % 2 == 0 else "odd"))
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = await sup.list_jobs(cursor=cursor, limit=10)
+        seen += [j["id"] for j in page["jobs"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [f"l{n:02d}" for n in reversed(range(25))]
+    evens = await sup.list_jobs(caller_id="even", limit=100)
+    assert {j["id"] for j in evens["jobs"]} == {f"l{n:02d}" for n in range(0, 25, 2)}
+    await sup.start("l03")
+    dispatched = await sup.list_jobs(status="dispatched")
+    assert [j["id"] for j in dispatched["jobs"]] == ["l03"]
+    assert (await sup.list_jobs(script_type="osis"))["jobs"] == []
+
+
+async def test_list_rejects_bad_arguments(sup: Supervisor) -> None:
+    with pytest.raises(InvalidParams):
+        await sup.list_jobs(cursor="garbage")
+    with pytest.raises(InvalidParams):
+        await sup.list_jobs(status="bogus")
+    with pytest.raises(InvalidParams):
+        await sup.list_jobs(limit=0)
+
+
+async def test_delete_removes_job_and_index_entries(sup: Supervisor, rds: aioredis.Redis) -> None:
+    await sup.create(job(job_id="d1", caller_id="c"))
+    await sup.start("d1")
+    assert await sup.delete("d1") == {"deleted": True}
+    assert await sup.delete("d1") == {"deleted": False}
+    assert not await rds.exists(keys.job("d1"))
+    assert await rds.zscore(keys.INDEX_ALL, "d1") is None
+    assert await rds.zscore(keys.index_caller("c"), "d1") is None
+    assert await rds.llen(keys.work_queue("python")) == 0
+    assert (await sup.list_jobs())["jobs"] == []
+
+
+async def test_stop_of_a_queued_job_removes_it_from_its_queue(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    await sup.create(job(job_id="s1", script_type="osis", group="g"))
+    await sup.start("s1")
+    assert await sup.stop("s1") == {"job_id": "s1", "status": "stopped"}
+    assert await rds.llen(keys.work_queue("osis", "g")) == 0
+    with pytest.raises(InvalidState):
+        await sup.stop("s1")
+
+
+# -- prerequisites ------------------------------------------------------------
+
+
+async def test_unknown_or_self_prerequisite_is_refused_at_create(sup: Supervisor) -> None:
+    with pytest.raises(InvalidJob) as err:
+        await sup.create(job(prerequisites=["ghost"]))
+    assert err.value.data[0]["field"] == "prerequisites"
+    with pytest.raises(InvalidJob):
+        await sup.create(job(job_id="me", prerequisites=["me"]))
+
+
+async def test_dependent_waits_then_runs_after_its_prerequisite(
+    sup: Supervisor, actors: Any
+) -> None:
+    await sup.create(job("print('first')", job_id="p1"))
+    await sup.create(job("print('second')", job_id="d1", prerequisites=["p1"]))
+    assert (await sup.start("d1"))["status"] == "waiting"
+    assert (await sup.get("p1"))["dependents"] == ["d1"]
+    actors()
+    await sup.start("p1")
+    assert (await sup.output("d1", wait=20))["output"] == "second\n"
+
+
+async def test_dependent_fails_when_its_prerequisite_fails(sup: Supervisor, actors: Any) -> None:
+    await sup.create(job("raise SystemExit(3)", job_id="bad"))
+    await sup.create(job(job_id="after", prerequisites=["bad"]))
+    await sup.start("after")
+    actors()
+    await sup.start("bad")
+    result = await sup.output("after", wait=20)
+    assert result["status"] == "error"
+    assert "prerequisite bad ended error" in result["error"]
+
+
+# -- bad input ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"script_type": "python"}, ""),
+        ({"script": "x", "script_type": "cobol"}, "script_type"),
+        ({"script": "x", "script_type": "python", "priority": 5}, "priority"),
+        ({"script": "x", "script_type": "python", "timeout": "soon"}, "timeout"),
+        ({"script": "x", "script_type": "python", "instance": "i"}, ""),
+        ({"script": "x", "script_type": "python", "group": "a:b"}, "group"),
+        ({"script": "x", "script_type": "python", "job_id": "*"}, "job_id"),
+        ({"script": "x", "script_type": "python", "env_vars": {"1BAD": "v"}}, "env_vars"),
+        ({"script": "x", "script_type": "python", "prerequisites": "p"}, "prerequisites"),
+        ({"script": "x", "script_type": "python", "surprise": 1}, ""),
+        ("not an object", ""),
+    ],
+)
+async def test_bad_job_specs_are_refused_per_field(sup: Supervisor, spec: Any, field: str) -> None:
+    with pytest.raises(InvalidJob) as err:
+        await sup.create(spec)
+    assert field in [p["field"] for p in err.value.data]
+    assert all(p["message"] for p in err.value.data)
+
+
+async def test_errors_never_echo_values(sup: Supervisor) -> None:
+    secret = "hunter2-very-secret"
+    with pytest.raises(InvalidJob) as err:
+        await sup.create(job(env_vars={"TOKEN": {"nested": secret}}))
+    assert secret not in err.value.message
+    assert secret not in json.dumps(err.value.data)

@@ -1,0 +1,139 @@
+"""Waiting for results from all three kinds of actor, with shared readers only.
+
+The hash-only and reply-queue actors here are deliberately written the way a
+foreign Hero actor would be: they use nothing from gateway except the key
+builders, and never touch the events stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import Actor, JobContext
+from gateway.config import Config
+from gateway.errors import JobNotFound, WaitTimeout
+from gateway.supervisor import Supervisor, keys
+from tests.helpers import job
+
+
+async def foreign_actor(url: str, script_type: str, *, reply: bool, hash_status: bool) -> None:
+    """Pop one job like a plain Hero actor: BRPOP, run, report the Hero way."""
+    client = aioredis.Redis.from_url(url, decode_responses=True)
+    try:
+        _, job_id = await client.brpop([keys.work_queue(script_type)], timeout=10)
+        script = await client.hget(keys.job(job_id), "script")
+        await client.hset(keys.job(job_id), mapping={"status": "started"})
+        output = script.upper()
+        if hash_status:
+            await client.hset(keys.job(job_id), mapping={"status": "finished", "output": output})
+        if reply:
+            await client.lpush(keys.reply(job_id), output)
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("reply", "hash_status"),
+    [(False, True), (True, True), (True, False)],
+    ids=["hash-only", "reply-queue-and-hash", "reply-queue-only"],
+)
+async def test_run_waits_for_foreign_actors(
+    sup: Supervisor, redis_url: str, reply: bool, hash_status: bool
+) -> None:
+    worker = asyncio.create_task(foreign_actor(redis_url, "osis", reply=reply, hash_status=hash_status))
+    result = await sup.run(job("hello", script_type="osis"), wait=10)
+    await worker
+    assert result["status"] == "finished"
+    assert result["output"] == "HELLO"
+
+
+async def test_run_waits_for_our_actor_through_events(sup: Supervisor, actors: Any) -> None:
+    actors()
+    result = await sup.run(job("print('from python')"), wait=20)
+    assert result == {"job_id": result["job_id"], "status": "finished",
+                      "output": "from python\n", "error": None}
+
+
+async def test_failed_job_is_a_result_not_an_exception(sup: Supervisor, actors: Any) -> None:
+    actors()
+    result = await sup.run(job("import sys; print('bad', file=sys.stderr); sys.exit(2)"), wait=20)
+    assert result["status"] == "error" and result["error"] == "bad"
+
+
+async def test_output_of_a_finished_job_returns_at_once(sup: Supervisor, actors: Any) -> None:
+    actors()
+    first = await sup.run(job(job_id="done"), wait=20)
+    assert await sup.output("done", wait=30) == first
+    assert await sup.output("done") == first
+
+
+async def test_output_without_wait_reports_the_current_state(sup: Supervisor) -> None:
+    await sup.create(job(job_id="idle"))
+    assert await sup.output("idle") == {"job_id": "idle", "status": "created", "output": None, "error": None}
+    with pytest.raises(JobNotFound):
+        await sup.output("nobody", wait=1)
+
+
+async def test_wait_timeout_names_the_job_and_leaves_it_running(sup: Supervisor) -> None:
+    await sup.create(job(job_id="slow", script_type="osis"))
+    await sup.start("slow")
+    with pytest.raises(WaitTimeout) as err:
+        await sup.output("slow", wait=0.2)
+    assert err.value.data == {"job_id": "slow"}
+    assert (await sup.status("slow"))["status"] == "dispatched"
+    assert sup.waits.waiting == 0
+
+
+async def test_many_waiters_on_one_job_all_get_the_result(sup: Supervisor, actors: Any) -> None:
+    await sup.create(job("print(7)", job_id="shared"))
+    waiters = [asyncio.create_task(sup.output("shared", wait=20)) for _ in range(50)]
+    await asyncio.sleep(0.05)
+    actors()
+    await sup.start("shared")
+    results = await asyncio.gather(*waiters)
+    assert {r["output"] for r in results} == {"7\n"}
+
+
+async def test_thousand_concurrent_runs_use_a_handful_of_connections(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    sup = await Supervisor.connect(config)
+    actor = Actor(config, concurrency=100)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    serving = asyncio.create_task(actor.serve())
+    peak = 0
+    names: list[str] = []
+    done = asyncio.Event()
+
+    async def watch_connections() -> None:
+        nonlocal peak
+        while not done.is_set():
+            clients = await rds.client_list()
+            ours = [c for c in clients if c["name"] in ("hero-gateway/supervisor", "hero-gateway/events")]
+            if len(ours) > peak:
+                peak, names[:] = len(ours), [f"{c['name']} {c['id']} {c['age']}s" for c in ours]
+            await asyncio.sleep(0.02)
+
+    watcher = asyncio.create_task(watch_connections())
+    try:
+        results = await asyncio.gather(
+            *(sup.run(job(f"n{n}", script_type="osis"), wait=60) for n in range(1000))
+        )
+    finally:
+        done.set()
+        await watcher
+        actor.stop()
+        await serving
+        await sup.close()
+    assert sorted(r["output"] for r in results) == sorted(f"n{n}" for n in range(1000))
+    assert {r["status"] for r in results} == {"finished"}
+    # one pool (max 8 by default) + one events reader, whatever the number of callers
+    assert 1 < peak <= config.redis_max_connections + 1, names
