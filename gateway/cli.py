@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gateway import __version__, logs
-from gateway.config import add_arguments, resolve
+from gateway.config import add_arguments, markdown_table, redacted, resolve
 from gateway.supervisor.keys import IDENT_PATTERN
 
 Command = Callable[[argparse.Namespace], int]
@@ -71,6 +71,15 @@ def cmd_actor(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    for name, value in redacted(resolve(args)).items():
+        print(f"{name:24} {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hero-gateway", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"hero-gateway {__version__}")
@@ -84,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--handler", help="module:function to run jobs with (SDK handler)")
     add_arguments(p, "actor")
     p.set_defaults(func=cmd_actor)
+
+    p = sub.add_parser("config", help="show the effective settings (flags > HERO_* env > defaults)")
+    p.add_argument("--markdown", action="store_true", help="print the README's settings table")
+    add_arguments(p, "serve")
+    p.set_defaults(func=cmd_config)
 
     from gateway.dev import add_command as add_dev
 

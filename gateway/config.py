@@ -99,6 +99,30 @@ SETTINGS: tuple[Setting, ...] = (
         ("serve", "dev"),
     ),
     Setting(
+        "retry_base",
+        "--retry-base",
+        float,
+        1.0,
+        "Retry backoff base in seconds: a failed attempt n waits min(base*2^n + U(0,1), max).",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "retry_max",
+        "--retry-max",
+        float,
+        60.0,
+        "Retry backoff cap in seconds.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "timeout_grace",
+        "--timeout-grace",
+        float,
+        30.0,
+        "Seconds past a job's timeout before the supervisor ends a started job whose actor is gone.",
+        ("serve", "dev"),
+    ),
+    Setting(
         "presence_ttl",
         "--presence-ttl",
         int,
@@ -121,6 +145,62 @@ SETTINGS: tuple[Setting, ...] = (
         8080,
         "Port the gateway listens on.",
         ("serve", "dev"),
+    ),
+    Setting(
+        "insecure",
+        "--insecure",
+        _bool,
+        False,
+        "Listen on a non-loopback address even when no API key exists (anyone may do anything).",
+        ("serve",),
+    ),
+    Setting(
+        "max_message_bytes",
+        "--max-message-bytes",
+        int,
+        1_048_576,
+        "Largest JSON-RPC message in bytes (WebSocket message: close 1009; HTTP body: 413).",
+        ("serve",),
+    ),
+    Setting(
+        "max_inflight",
+        "--max-inflight",
+        int,
+        64,
+        "Requests one connection may have running at once; the excess are answered -32006.",
+        ("serve",),
+    ),
+    Setting(
+        "ping_interval",
+        "--ping-interval",
+        float,
+        20.0,
+        "Seconds between WebSocket keepalive pings (0: no pings).",
+        ("serve",),
+    ),
+    Setting(
+        "ping_timeout",
+        "--ping-timeout",
+        float,
+        20.0,
+        "Seconds a client has to answer a keepalive ping before its socket is closed.",
+        ("serve",),
+    ),
+    Setting(
+        "shutdown_grace",
+        "--shutdown-grace",
+        float,
+        10.0,
+        "On SIGTERM, seconds in-flight calls get to finish before sockets close with 1012.",
+        ("serve",),
+    ),
+    Setting(
+        "check_results",
+        "--check-results",
+        _bool,
+        False,
+        "Check every RPC result against the contract; a mismatch is answered -32603 (tests).",
+        ("serve",),
     ),
     Setting(
         "log_dir",
@@ -158,8 +238,18 @@ class Config:
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
     presence_ttl: int = 15
+    retry_base: float = 1.0
+    retry_max: float = 60.0
+    timeout_grace: float = 30.0
     host: str = "127.0.0.1"
     port: int = 8080
+    insecure: bool = False
+    max_message_bytes: int = 1_048_576
+    max_inflight: int = 64
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    shutdown_grace: float = 10.0
+    check_results: bool = False
     log_dir: str | None = None
     log_format: str = "json"
     log_level: str = "info"
@@ -220,3 +310,27 @@ def resolve(
         elif s.name in known:
             values[s.name] = s.default
     return Config(**values)
+
+
+def markdown_table() -> str:
+    """The README's configuration table, generated from SETTINGS."""
+    rows = [
+        "| variable | flag | default | commands | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for s in SETTINGS:
+        default = "off" if s.parse is _bool else _show(s.default)
+        rows.append(
+            f"| `{s.env}` | `{s.flag}` | `{default}` | {', '.join(s.commands)} | {s.help} |"
+        )
+    return "\n".join(rows)
+
+
+def redacted(config: Config) -> dict[str, Any]:
+    """The effective settings with any password in the Redis URL hidden."""
+    values = {s.name: getattr(config, s.name) for s in SETTINGS}
+    url = values.get("redis_url")
+    if url and "@" in url:
+        scheme, _, rest = url.partition("://")
+        values["redis_url"] = f"{scheme}://***@{rest.rpartition('@')[2]}"
+    return values

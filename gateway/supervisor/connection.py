@@ -52,6 +52,8 @@ def dedicated(url: str, name: str) -> aioredis.Redis:
         client_name=f"hero-gateway/{name}",
         decode_responses=True,
         socket_connect_timeout=2,
+        socket_timeout=None,  # reads BLOCK for seconds by design
+        socket_keepalive=True,
         single_connection_client=True,
     )
 

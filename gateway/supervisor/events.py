@@ -95,7 +95,11 @@ class EventReader:
                 if self._closed:
                     return
                 if self.healthy:
-                    log.warning("events reader lost redis", extra={"error": type(exc).__name__})
+                    log.warning(
+                        "events reader lost redis: %s",
+                        type(exc).__name__,
+                        extra={"error": type(exc).__name__},
+                    )
                 self.healthy = False
                 await asyncio.sleep(delay + random.uniform(0, delay))
                 delay = min(delay * 2, 2.0)

@@ -167,3 +167,23 @@ API_KEYS = f"{PREFIX}:auth:keys"
 
 #: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
 STATS_REPORT = f"{PREFIX}:stats:report"
+
+#: Sorted set of jobs waiting out a retry backoff, scored by the time (ms) they are due.
+DELAYED = f"{PREFIX}:q:delayed"
+
+#: Who runs the maintenance loop (reaper, retries, timeouts) among several gateways.
+LEADER = f"{PREFIX}:meta:leader"
+
+
+def dlq(script_type: str) -> str:
+    """Dead-letter list per type: JSON entries with reason, last error and time."""
+    return f"{PREFIX}:q:dlq:type:{script_type}"
+
+
+def parse_presence(key: str) -> tuple[str, str, str] | None:
+    """(script_type, group, instance) of a presence key."""
+    head = f"{PREFIX}:meta:actor:inst:"
+    if not key.startswith(head):
+        return None
+    parts = key[len(head) :].split(":")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None

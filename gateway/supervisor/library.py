@@ -7,14 +7,19 @@ idempotent (FUNCTION LOAD REPLACE), done once per process at connect.
 
 from __future__ import annotations
 
+import random
 from functools import cache
 from importlib import resources
 
 import redis.asyncio as aioredis
 
+from gateway.config import Config
 from gateway.supervisor import keys
 
 LIBRARY_NAME = "hero"
+
+#: Seconds a reply queue lives after the result is pushed.
+REPLY_TTL = 3600
 
 
 @cache
@@ -32,12 +37,30 @@ def source() -> str:
         "LEGACY_STOP": keys.legacy_stop(""),
         "LOGS": keys.logs(""),
         "QUEUES": keys.QUEUES,
+        "DELAYED": keys.DELAYED,
+        "DLQ": keys.dlq(""),
+        "ACTORS": keys.ACTORS,
+        "LEADER": keys.LEADER,
     }
     for name, value in placeholders.items():
         text = text.replace("{{" + name + "}}", value)
     if "{{" in text:
         raise RuntimeError("unrendered placeholder in hero.lua")
     return text
+
+
+def head(config: Config) -> list[str]:
+    """The ARGV every Function call starts with (see the top of hero.lua).
+
+    The jitter is drawn here because scripts must be deterministic."""
+    return [
+        str(config.events_maxlen),
+        "1" if config.compat_legacy else "0",
+        str(REPLY_TTL),
+        repr(config.retry_base),
+        repr(config.retry_max),
+        repr(random.random()),
+    ]
 
 
 async def load(client: aioredis.Redis) -> None:

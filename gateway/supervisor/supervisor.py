@@ -20,13 +20,12 @@ from gateway.supervisor import connection, keys, library, listing, presence, sta
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec, decode, result
+from gateway.supervisor.maintenance import Maintenance
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 
 log = logging.getLogger("gateway.supervisor")
 
-#: Seconds a reply queue lives after the result is pushed.
-REPLY_TTL = 3600
 MAX_WAIT = 3600.0
 
 
@@ -34,29 +33,31 @@ class Supervisor:
     def __init__(self, config: Config, client: aioredis.Redis) -> None:
         self.config = config
         self.redis = client
-        self._head = [
-            str(config.events_maxlen),
-            "1" if config.compat_legacy else "0",
-            str(REPLY_TTL),
-        ]
         self._reader = EventReader(connection.BlockingReader(config.redis, "events"), client)
         self.waits = WaitHub(
-            client, watch_interval=config.watch_interval, compat=config.compat_legacy
+            client,
+            watch_interval=config.watch_interval,
+            compat=config.compat_legacy,
+            reconcile=self.reconcile,
         )
         self.subscriptions = Subscriptions(client)
         self._reader.add_listener(self.waits.on_events)
         self._reader.add_listener(self.subscriptions.on_events)
+        self.maintenance = Maintenance(client, config)
 
     @classmethod
-    async def connect(cls, config: Config) -> Supervisor:
+    async def connect(cls, config: Config, *, maintenance: bool = True) -> Supervisor:
         client = connection.pooled(config.redis, config.redis_max_connections, "supervisor")
         await library.load(client)
         sup = cls(config, client)
         await sup._reader.start()
         sup.waits.start()
+        if maintenance:
+            sup.maintenance.start()
         return sup
 
     async def close(self) -> None:
+        await self.maintenance.stop()
         await self.waits.stop()
         await self._reader.stop()
         await self.redis.aclose()
@@ -76,7 +77,7 @@ class Supervisor:
         reply = await self.redis.fcall(
             "hero_submit",
             0,
-            *self._head,
+            *library.head(self.config),
             spec.job_id,
             "1" if start else "0",
             json.dumps(list(spec.prerequisites)),
@@ -104,7 +105,7 @@ class Supervisor:
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self.redis.fcall("hero_start", 0, *self._head, job_id)
+        reply = await self.redis.fcall("hero_start", 0, *library.head(self.config), job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -202,7 +203,7 @@ class Supervisor:
 
     @guarded
     async def stop(self, job_id: str) -> dict[str, Any]:
-        reply = await self.redis.fcall("hero_stop", 0, *self._head, job_id)
+        reply = await self.redis.fcall("hero_stop", 0, *library.head(self.config), job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -213,7 +214,7 @@ class Supervisor:
 
     @guarded
     async def delete(self, job_id: str) -> dict[str, Any]:
-        deleted = await self.redis.fcall("hero_delete", 0, *self._head, job_id)
+        deleted = await self.redis.fcall("hero_delete", 0, *library.head(self.config), job_id)
         return {"deleted": bool(deleted)}
 
     @guarded
@@ -251,6 +252,36 @@ class Supervisor:
     @guarded
     async def queue_stats(self, script_type: str | None = None) -> list[dict[str, Any]]:
         return await stats.queue_stats(self.redis, script_type)
+
+    async def reconcile(self, job_id: str) -> None:
+        """Catch up with a status an actor we did not write put straight into the hash."""
+        await self.redis.fcall("hero_reconcile", 0, *library.head(self.config), job_id)
+
+    @guarded
+    async def dlq_list(
+        self, script_type: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Dead-lettered jobs, newest first, per type (all configured types when none given)."""
+        types = [script_type] if script_type else list(self.config.script_types)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in types:
+                pipe.lrange(keys.dlq(name), 0, limit - 1)
+            rows = await pipe.execute()
+        entries = [
+            dict(json.loads(raw), script_type=name)
+            for name, raws in zip(types, rows, strict=True)
+            for raw in raws
+        ]
+        return sorted(entries, key=lambda e: e.get("ts", 0), reverse=True)[:limit]
+
+    @guarded
+    async def dlq_replay(self, script_type: str, job_ids: list[str] | None = None) -> list[str]:
+        """Dispatch dead-lettered jobs again with fresh attempts; returns the ids replayed."""
+        head = library.head(self.config)
+        replayed = await self.redis.fcall(
+            "hero_dlq_replay", 0, *head, script_type, *(job_ids or [])
+        )
+        return [str(j) for j in replayed]
 
     @guarded
     async def report(self) -> dict[str, Any] | None:

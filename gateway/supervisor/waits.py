@@ -21,7 +21,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +48,16 @@ class _Wait:
 
 
 class WaitHub:
-    def __init__(self, client: aioredis.Redis, *, watch_interval: float, compat: bool) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        watch_interval: float,
+        compat: bool,
+        reconcile: Callable[[str], Awaitable[None]],
+    ) -> None:
         self._client = client
+        self._reconcile = reconcile
         self._interval = watch_interval
         self._compat = compat
         self._waits: dict[str, _Wait] = {}
@@ -183,6 +191,7 @@ class WaitHub:
             status, output, error = rows[i * step]
             replies = [r for r in rows[i * step + 1 : i * step + step] if r is not None]
             if status in TERMINAL:
+                await self._reconcile(job_id)  # index, event and dependents catch up
                 self.resolve(job_id, result(job_id, status, output, error))
             elif replies:
                 self.resolve(job_id, _from_reply(job_id, replies[0], output, error))

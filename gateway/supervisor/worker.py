@@ -23,7 +23,6 @@ from gateway import __version__
 from gateway.config import Config
 from gateway.supervisor import connection, keys, library, presence
 from gateway.supervisor.events import last_id
-from gateway.supervisor.supervisor import REPLY_TTL
 
 log = logging.getLogger("gateway.supervisor.worker")
 
@@ -83,13 +82,9 @@ class ActorLink:
         self.script_type, self.group, self.instance = script_type, group, instance
         self.name = f"{group}:{instance}"
         self._config = config
-        self._head = [
-            str(config.events_maxlen),
-            "1" if config.compat_legacy else "0",
-            str(REPLY_TTL),
-        ]
         self._held = keys.held(script_type, group, instance)
         self._ctl = keys.ctl(script_type, group, instance)
+        self._lease = keys.presence(script_type, group, instance)
         self._queues = keys.pop_order(script_type, group, instance)
         self._cycle_keys = [self._held, *self._queues]
         self._info = {
@@ -140,7 +135,14 @@ class ActorLink:
     async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
         """Report outcomes and claim up to ``want`` jobs, in one round trip."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
-        args: list[str | int] = [*self._head, self.name, self._ctl, want, len(outcomes)]
+        args: list[str | int] = [
+            *library.head(self._config),
+            self.name,
+            self._ctl,
+            self._lease,
+            want,
+            len(outcomes),
+        ]
         for o in outcomes:
             args += [o.job_id, o.status, o.output, o.error, o.log_path]
         rows = await self.redis.fcall("hero_cycle", len(self._cycle_keys), *self._cycle_keys, *args)
@@ -153,7 +155,7 @@ class ActorLink:
         """Wake ``wait_for_work`` (used when a running job finishes)."""
         self._work.set()
 
-    async def store_logs(self, job_id: str, text: str, ttl: int = REPLY_TTL) -> None:
+    async def store_logs(self, job_id: str, text: str, ttl: int = library.REPLY_TTL) -> None:
         await self.redis.set(keys.logs(job_id), text, ex=ttl)
 
     # -- background ------------------------------------------------------------

@@ -6,8 +6,11 @@
 -- one place). Each transition writes the hash, moves the job between status
 -- indexes and appends exactly one entry to the events stream.
 --
--- Common ARGV head for every function: [1] events MAXLEN, [2] "1" when legacy
--- compat is on, [3] reply TTL seconds. The rest is per function.
+-- Common ARGV head for every function (H entries): [1] events MAXLEN,
+-- [2] "1" when legacy compat is on, [3] reply TTL seconds, [4] retry backoff
+-- base and [5] cap in seconds, [6] a uniform random number in [0, 1) for the
+-- backoff jitter (drawn by the caller: scripts must stay deterministic).
+-- The rest is per function, from args[H + 1].
 
 local JOB = '{{JOB}}'
 local EVENTS = '{{EVENTS}}'
@@ -20,6 +23,11 @@ local LEGACY_WORK = '{{LEGACY_WORK}}'
 local LEGACY_STOP = '{{LEGACY_STOP}}'
 local LOGS = '{{LOGS}}'
 local QUEUES = '{{QUEUES}}'
+local DELAYED = '{{DELAYED}}'
+local DLQ = '{{DLQ}}'
+local ACTORS = '{{ACTORS}}'
+local LEADER = '{{LEADER}}'
+local H = 6
 
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
@@ -52,6 +60,9 @@ local function context(args)
     maxlen = args[1],
     compat = args[2] == '1',
     reply_ttl = tonumber(args[3]),
+    retry_base = tonumber(args[4]),
+    retry_max = tonumber(args[5]),
+    jitter = tonumber(args[6]),
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
   }
@@ -119,6 +130,49 @@ local function on_terminal(ctx, id, status)
   end
 end
 
+-- A failed attempt (error, timeout, dead actor): retry after a backoff while
+-- attempts remain; then the dead-letter list when retries were asked for,
+-- else the plain failure.
+local function fail_attempt(ctx, id, old, status, err, extra)
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'attempt', 'retries', 'script_type')
+  -- an actor we did not write never counts attempts: a failure is at least one
+  local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
+  local retries = tonumber(f[2] or '0') or 0
+  local fields = extra or {}
+  table.insert(fields, 'attempt'); table.insert(fields, tostring(attempt))
+  if attempt <= retries then
+    local delay = math.min(ctx.retry_base * 2 ^ attempt + ctx.jitter, ctx.retry_max)
+    table.insert(fields, 'error'); table.insert(fields, err)
+    set_status(ctx, id, old, 'retrying', fields, err)
+    redis.call('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
+    return 'retrying'
+  end
+  local final = status
+  if retries > 0 then
+    final = 'dlq'
+    redis.call('LPUSH', DLQ .. f[3], cjson.encode({
+      job_id = id, reason = 'attempts exhausted (last: ' .. status .. ')',
+      error = err, attempt = attempt, ts = ctx.ms}))
+  end
+  for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
+  set_status(ctx, id, old, final, fields, err)
+  local rk = REPLY .. id
+  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
+  redis.call('EXPIRE', rk, ctx.reply_ttl)
+  on_terminal(ctx, id, final)
+  return final
+end
+
+local function promote(ctx, limit)
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ctx.ms, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', DELAYED, id)
+    if redis.call('HGET', JOB .. id, 'status') == 'retrying' then dispatch(ctx, id, 'retrying') end
+  end
+  return #due
+end
+
 local function start(ctx, id)
   local jk = JOB .. id
   local st = redis.call('HGET', jk, 'status')
@@ -143,10 +197,10 @@ local function start(ctx, id)
   return {'dispatched', dispatch(ctx, id, st)}
 end
 
--- ARGV: head(3), job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
+-- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
 local function hero_submit(_, args)
   local ctx = context(args)
-  local id, start_now, prereq_json = args[4], args[5] == '1', args[6]
+  local id, start_now, prereq_json = args[H + 1], args[H + 2] == '1', args[H + 3]
   local jk = JOB .. id
   local existing = redis.call('HMGET', jk, 'status', 'queue')
   if existing[1] then return {'exists', existing[1], existing[2] or ''} end
@@ -156,7 +210,7 @@ local function hero_submit(_, args)
     if redis.call('EXISTS', JOB .. p) == 0 then return {'bad_prerequisite', p} end
   end
   local fields = {}
-  for i = 7, #args do fields[#fields + 1] = args[i] end
+  for i = H + 4, #args do fields[#fields + 1] = args[i] end
   redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
     'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
   for _, p in ipairs(prereqs) do
@@ -173,9 +227,9 @@ local function hero_submit(_, args)
   return {'created', ''}
 end
 
--- ARGV: head(3), job_id
+-- ARGV: head, job_id
 local function hero_start(_, args)
-  return start(context(args), args[4])
+  return start(context(args), args[H + 1])
 end
 
 local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
@@ -184,7 +238,7 @@ local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id
 -- Pop up to `count` jobs in queue order into the held list and mark them
 -- started by `actor`. Stale ids (stopped, deleted, taken through another
 -- queue) are dropped on the way.
-local function claim(ctx, held, actor, ctl, count, queues, out)
+local function claim(ctx, held, actor, ctl, lease, count, queues, out)
   for _, q in ipairs(queues) do
     while #out < count do
       local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
@@ -194,7 +248,7 @@ local function claim(ctx, held, actor, ctl, count, queues, out)
       if st == 'dispatched' then
         redis.call('HINCRBY', jk, 'attempt', 1)
         set_status(ctx, id, st, 'started',
-          {'actor', actor, 'ctl', ctl, 'started_at', ctx.iso, 'finished_at', ''})
+          {'actor', actor, 'ctl', ctl, 'lease', lease, 'started_at', ctx.iso, 'finished_at', ''})
         local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
         table.insert(rec, 1, id)
         out[#out + 1] = rec
@@ -213,6 +267,10 @@ local function finish(ctx, held, actor, id, status, output, err, log_path)
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'status', 'actor')
   if f[1] ~= 'started' or f[2] ~= actor then return 0 end
+  if status == 'error' or status == 'timeout' then
+    fail_attempt(ctx, id, 'started', status, err, {'output', output, 'log_path', log_path})
+    return 1
+  end
   set_status(ctx, id, 'started', status,
     {'output', output, 'error', err, 'finished_at', ctx.iso, 'log_path', log_path}, err)
   local rk = REPLY .. id
@@ -222,27 +280,31 @@ local function finish(ctx, held, actor, id, status, output, err, log_path)
   return 1
 end
 
--- One round trip per cycle for a busy actor: report what finished, take what is next.
+-- One round trip per cycle for a busy actor: report what finished, promote
+-- due retries, take what is next.
 -- KEYS: held, queue... ;
--- ARGV: head(3), actor, ctl key, count, n_results, (id, status, output, error, log_path)*
+-- ARGV: head, actor, ctl key, lease (presence key), count, n_results,
+--       (id, status, output, error, log_path)*
 local function hero_cycle(keys, args)
   local ctx = context(args)
-  local held, actor, ctl, count, n = keys[1], args[4], args[5], tonumber(args[6]), tonumber(args[7])
+  local held, actor, ctl, lease = keys[1], args[H + 1], args[H + 2], args[H + 3]
+  local count, n = tonumber(args[H + 4]), tonumber(args[H + 5])
   for i = 0, n - 1 do
-    local b = 8 + i * 5
+    local b = H + 6 + i * 5
     finish(ctx, held, actor, args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4])
   end
+  promote(ctx, 100)
   local queues = {}
   for i = 2, #keys do queues[#queues + 1] = keys[i] end
-  return claim(ctx, held, actor, ctl, count, queues, {})
+  return claim(ctx, held, actor, ctl, lease, count, queues, {})
 end
 
 -- Stop: a queued job leaves its queue; a running one gets a stop message on
 -- its actor's control queue (and the legacy stop queue in compat mode).
--- ARGV: head(3), job_id
+-- ARGV: head, job_id
 local function hero_stop(_, args)
   local ctx = context(args)
-  local id = args[4]
+  local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type')
   local st = f[1]
@@ -250,6 +312,7 @@ local function hero_stop(_, args)
   if TERMINAL[st] then return {'invalid_state', st} end
   if QUEUED[st] then
     if f[2] then redis.call('LREM', f[2], 0, id) end
+    redis.call('ZREM', DELAYED, id)
     if ctx.compat then
       local target = (f[4] and f[4] ~= '') and f[4] or f[5]
       redis.call('LREM', LEGACY_WORK .. target, 0, id)
@@ -267,9 +330,9 @@ local function hero_stop(_, args)
   return {'stopped'}
 end
 
--- ARGV: head(3), job_id
+-- ARGV: head, job_id
 local function hero_delete(_, args)
-  local id = args[4]
+  local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id')
   if not f[1] then return 0 end
@@ -278,10 +341,116 @@ local function hero_delete(_, args)
   redis.call('ZREM', IDX_STATUS .. f[1], id)
   redis.call('ZREM', IDX_TYPE .. f[3], id)
   if f[4] and f[4] ~= '' then redis.call('ZREM', IDX_CALLER .. f[4], id) end
+  redis.call('ZREM', DELAYED, id)
   redis.call('DEL', jk, REPLY .. id, LOGS .. id)
   return 1
 end
 
+-- Maintenance, run by the elected leader --------------------------------------
+
+-- ARGV: head, holder, ttl ms. True while `holder` leads.
+local function hero_lead(_, args)
+  local holder, ttl = args[H + 1], args[H + 2]
+  if redis.call('SET', LEADER, holder, 'NX', 'PX', ttl) then return 1 end
+  if redis.call('GET', LEADER) == holder then
+    redis.call('PEXPIRE', LEADER, ttl)
+    return 1
+  end
+  return 0
+end
+
+-- Jobs held by an instance whose presence expired go back through
+-- fail_attempt (the attempt counts). KEYS: held ; ARGV: head, presence key
+local function hero_reap(keys, args)
+  local ctx = context(args)
+  local held, lease = keys[1], args[H + 1]
+  if redis.call('EXISTS', lease) == 1 then return 0 end  -- it came back
+  local n = 0
+  for _, id in ipairs(redis.call('LRANGE', held, 0, -1)) do
+    local f = redis.call('HMGET', JOB .. id, 'status', 'lease', 'actor')
+    if f[1] == 'started' and f[2] == lease then
+      fail_attempt(ctx, id, 'started', 'error', 'actor ' .. (f[3] or '?') .. ' died')
+      n = n + 1
+    end
+  end
+  redis.call('DEL', held)
+  redis.call('ZREM', ACTORS, lease)
+  return n
+end
+
+-- Started jobs past timeout + grace whose actor has no presence (hash-only and
+-- legacy actors, or an actor that vanished) end in timeout.
+-- ARGV: head, grace ms, limit
+local function hero_expire(_, args)
+  local ctx = context(args)
+  local grace, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
+  local n = 0
+  for _, idx in ipairs({'started', 'dispatched'}) do
+    local rows = redis.call('ZRANGE', IDX_STATUS .. idx, 0, limit - 1, 'WITHSCORES')
+    for i = 1, #rows, 2 do
+      local id, since = rows[i], tonumber(rows[i + 1])
+      local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
+      local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
+      local alive = f[3] and f[3] ~= '' and redis.call('EXISTS', f[3]) == 1
+      if f[1] == 'started' and deadline < ctx.ms and not alive then
+        fail_attempt(ctx, id, idx, 'timeout', 'timed out: no answer from its actor')
+        n = n + 1
+      end
+    end
+  end
+  return n
+end
+
+-- ARGV: head
+local function hero_promote(_, args)
+  return promote(context(args), 1000)
+end
+
+-- A status written straight into the hash by an actor we did not write:
+-- move the index, emit the event, release dependents. ARGV: head, job_id
+local function hero_reconcile(_, args)
+  local ctx = context(args)
+  local id = args[H + 1]
+  local st = redis.call('HGET', JOB .. id, 'status')
+  if not st or redis.call('ZSCORE', IDX_STATUS .. st, id) then return 0 end
+  for _, old in ipairs({'dispatched', 'started', 'created', 'waiting', 'retrying'}) do
+    if redis.call('ZREM', IDX_STATUS .. old, id) == 1 then break end
+  end
+  redis.call('ZADD', IDX_STATUS .. st, ctx.ms, id)
+  emit(ctx, id, st, redis.call('HGET', JOB .. id, 'error'))
+  if TERMINAL[st] then on_terminal(ctx, id, st) end
+  return 1
+end
+
+-- Put dead-lettered jobs back in their queue with fresh attempts.
+-- ARGV: head, script type, job ids... (none: all of that type's DLQ)
+local function hero_dlq_replay(_, args)
+  local ctx = context(args)
+  local key = DLQ .. args[H + 1]
+  local wanted = {}
+  for i = H + 2, #args do wanted[args[i]] = true end
+  local all = next(wanted) == nil
+  local replayed = {}
+  for _, raw in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    local entry = cjson.decode(raw)
+    if all or wanted[entry.job_id] then
+      redis.call('LREM', key, 1, raw)
+      if redis.call('HGET', JOB .. entry.job_id, 'status') == 'dlq' then
+        redis.call('HSET', JOB .. entry.job_id, 'attempt', '0', 'error', '', 'finished_at', '')
+        dispatch(ctx, entry.job_id, 'dlq')
+        table.insert(replayed, entry.job_id)
+      end
+    end
+  end
+  return replayed
+end
+
+redis.register_function('hero_lead', hero_lead)
+redis.register_function('hero_reap', hero_reap)
+redis.register_function('hero_expire', hero_expire)
+redis.register_function('hero_promote', hero_promote)
+redis.register_function('hero_reconcile', hero_reconcile)
+redis.register_function('hero_dlq_replay', hero_dlq_replay)
 redis.register_function('hero_submit', hero_submit)
 redis.register_function('hero_start', hero_start)
 redis.register_function('hero_cycle', hero_cycle)

@@ -1,0 +1,85 @@
+"""The maintenance loop: reaping dead actors, due retries, overdue jobs.
+
+Every gateway runs the loop, but only the elected leader (a Redis key with a
+short TTL, renewed each tick) does the work, so several gateways never reap
+twice. Each step is a Function call, atomic on its own, so a leader that dies
+mid-tick leaves nothing half done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+
+import redis.asyncio as aioredis
+
+from gateway.config import Config
+from gateway.supervisor import keys, library
+from gateway.supervisor.connection import UNAVAILABLE
+
+log = logging.getLogger("gateway.supervisor.maintenance")
+
+
+class Maintenance:
+    def __init__(self, client: aioredis.Redis, config: Config, interval: float = 1.0) -> None:
+        self._client = client
+        self._config = config
+        self._interval = interval
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="hero-maintenance")
+
+    async def stop(self) -> None:
+        """Let the current tick finish (cancelling a redis-py call mid-flight can
+        leave a pooled connection in a bad state), then end the loop."""
+        self._stopping.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, 5)
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                if await self.lead():
+                    await self.tick()
+            except UNAVAILABLE:
+                pass  # Redis away: nothing to do until it is back
+            except Exception:
+                log.exception("maintenance tick failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self._interval)
+
+    async def lead(self) -> bool:
+        ttl_ms = int(self._interval * 3000)
+        head = library.head(self._config)
+        return bool(await self._client.fcall("hero_lead", 0, *head, self.holder, ttl_ms))
+
+    async def tick(self) -> dict[str, int]:
+        """One pass; returns what it did (for logs and tests)."""
+        head = library.head(self._config)
+        done = {"reaped": 0, "promoted": 0, "expired": 0}
+        now_ms = int(time.time() * 1000)
+        for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
+            parts = keys.parse_presence(lease)
+            if parts is None:
+                await self._client.zrem(keys.ACTORS, lease)
+                continue
+            held = keys.held(*parts)
+            n = int(await self._client.fcall("hero_reap", 1, held, *head, lease))
+            if n:
+                log.warning("re-dispatched jobs of a dead actor", extra={"actor": lease, "jobs": n})
+            done["reaped"] += n
+        done["promoted"] = int(await self._client.fcall("hero_promote", 0, *head))
+        grace_ms = int(self._config.timeout_grace * 1000)
+        done["expired"] = int(await self._client.fcall("hero_expire", 0, *head, grace_ms, 500))
+        if done["expired"]:
+            log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
+        return done

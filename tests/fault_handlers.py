@@ -1,0 +1,13 @@
+"""SDK handlers loaded by actor subprocesses in the fault tests (``--handler``)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from gateway.actor import JobContext
+
+
+async def sleepy(ctx: JobContext) -> str:
+    await asyncio.sleep(random.uniform(0.05, 0.15))
+    return ctx.job.script

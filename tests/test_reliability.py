@@ -1,0 +1,282 @@
+"""Retries, dead letters, reaping dead actors, overdue jobs, leader election and
+legacy compatibility — real redis-server, real actor processes, real SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import Actor, JobContext, JobFailed
+from gateway.config import Config
+from gateway.supervisor import Supervisor, keys
+from tests.conftest import ROOT
+from tests.helpers import eventually, job
+
+
+@pytest.fixture
+def fast(config: Config) -> Config:
+    return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1)
+
+
+@pytest.fixture
+async def fsup(fast: Config) -> AsyncIterator[Supervisor]:
+    sup = await Supervisor.connect(fast)
+    sup.maintenance._interval = 0.2
+    yield sup
+    await sup.close()
+
+
+async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
+    return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
+
+
+def flaky_actor(config: Config, failures: int) -> Actor:
+    """Fails each job's first ``failures`` attempts."""
+    actor = Actor(config, concurrency=2)
+
+    @actor.handler("osis")
+    def run(ctx: JobContext) -> str:
+        if ctx.job.attempt <= failures:
+            raise JobFailed(f"failure {ctx.job.attempt}")
+        return f"ok on attempt {ctx.job.attempt}"
+
+    return actor
+
+
+async def test_retries_with_backoff_until_success(
+    fsup: Supervisor, fast: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    actors(flaky_actor(fast, failures=2))
+    result = await fsup.run(job(script_type="osis", job_id="r1", retries=3), wait=20)
+    assert result["output"] == "ok on attempt 3"
+    kinds = [e["event"] for e in await events_of(rds, "r1")]
+    assert kinds == [
+        "created",
+        "dispatched",
+        "started",
+        "retrying",
+        "dispatched",
+        "started",
+        "retrying",
+        "dispatched",
+        "started",
+        "finished",
+    ]
+    assert (await fsup.get("r1"))["attempt"] == 3
+
+
+async def test_backoff_grows_exponentially(
+    fsup: Supervisor, fast: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    actors(flaky_actor(fast, failures=3))
+    await fsup.run(job(script_type="osis", job_id="b1", retries=3), wait=20)
+    events = await events_of(rds, "b1")
+    waits = [
+        int(nxt["ts"]) - int(ev["ts"])
+        for ev, nxt in zip(events, events[1:], strict=False)
+        if ev["event"] == "retrying"
+    ]
+    assert len(waits) == 3
+    for attempt, waited in enumerate(waits, start=1):
+        expected = min(fast.retry_base * 2**attempt, fast.retry_max) * 1000
+        assert waited >= expected - 5  # never early; late by at most a maintenance tick
+
+
+async def test_exhausted_retries_go_to_the_dead_letter_list_and_replay(
+    fsup: Supervisor, fast: Config, actors: Any
+) -> None:
+    actors(flaky_actor(fast, failures=10))
+    result = await fsup.run(job(script_type="osis", job_id="dead", retries=1), wait=20)
+    assert (result["status"], result["error"]) == ("dlq", "failure 2")
+    [entry] = await fsup.dlq_list("osis")
+    assert entry["job_id"] == "dead" and entry["error"] == "failure 2"
+    assert "attempts exhausted" in entry["reason"] and entry["attempt"] == 2
+    assert await fsup.dlq_replay("osis", ["dead"]) == ["dead"]
+    assert await fsup.dlq_list("osis") == []
+    again = await fsup.output("dead", wait=20)
+    assert again["status"] == "dlq" and len(await fsup.dlq_list()) == 1
+
+
+async def test_failure_without_retries_is_a_plain_error(
+    fsup: Supervisor, fast: Config, actors: Any
+) -> None:
+    actors(flaky_actor(fast, failures=1))
+    result = await fsup.run(job(script_type="osis"), wait=20)
+    assert (result["status"], result["error"]) == ("error", "failure 1")
+    assert await fsup.dlq_list() == []
+
+
+def spawn_actor(config: Config, *extra: str) -> subprocess.Popen[bytes]:
+    env = dict(
+        os.environ,
+        HERO_REDIS_URL=config.redis_url or "",
+        HERO_LOG_DIR=config.log_dir or "",
+        HERO_PRESENCE_TTL=str(config.presence_ttl),
+        HERO_LOG_LEVEL="warning",
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "actor", *extra], env=env, cwd=ROOT
+    )
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+async def test_jobs_of_a_killed_actor_are_re_dispatched(
+    fsup: Supervisor, fast: Config, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    marker = tmp_path / "runs"
+    script = f"import time\nopen({str(marker)!r}, 'a').write('x')\ntime.sleep(3600)\n"
+    victim = spawn_actor(fast, "--script-type", "python", "--instance", "victim")
+    processes.append(victim)
+    await fsup.create(job(script, job_id="orphan", retries=1))
+    await fsup.start("orphan")
+    await eventually(lambda: _exists(marker), timeout=20)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), timeout=10)
+    got = await fsup.get("orphan")
+    assert got["attempt"] == 1 and "died" in (got["error"] or "")
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def _status_is(sup: Supervisor, job_id: str, status: str) -> bool:
+    return (await sup.status(job_id))["status"] == status
+
+
+async def test_started_job_whose_actor_never_answers_ends_in_timeout(
+    fsup: Supervisor, rds: aioredis.Redis
+) -> None:
+    await fsup.create(job(script_type="osis", job_id="mute", timeout=1))
+    await fsup.start("mute")
+    _, job_id = await rds.brpop([keys.work_queue("osis")], timeout=5)
+    await rds.hset(keys.job(job_id), "status", "started")  # a hash-only actor that hangs
+    result = await fsup.output("mute", wait=10)
+    assert result["status"] == "timeout"
+
+
+async def test_hash_only_completion_is_reconciled_into_events_and_dependents(
+    fsup: Supervisor, rds: aioredis.Redis, actors: Any
+) -> None:
+    await fsup.create(job(script_type="osis", job_id="legacy"))
+    await fsup.create(job("print('after legacy')", job_id="next", prerequisites=["legacy"]))
+    await fsup.start("next")
+    await fsup.start("legacy")
+    actors()
+    waiting = asyncio.create_task(fsup.output("legacy", wait=10))
+    _, job_id = await rds.brpop([keys.work_queue("osis")], timeout=5)
+    await rds.hset(keys.job(job_id), mapping={"status": "finished", "output": "done"})
+    assert (await waiting)["output"] == "done"
+    assert [e["event"] for e in await events_of(rds, "legacy")][-1] == "finished"
+    assert (await fsup.output("next", wait=20))["output"] == "after legacy\n"
+    assert [j["id"] for j in (await fsup.list_jobs(status="finished"))["jobs"]] == [
+        "next",
+        "legacy",
+    ]
+
+
+async def test_only_one_gateway_leads_maintenance(fast: Config) -> None:
+    a = await Supervisor.connect(fast, maintenance=False)
+    b = await Supervisor.connect(fast, maintenance=False)
+    try:
+        assert [await a.maintenance.lead(), await b.maintenance.lead()] == [True, False]
+        assert await a.maintenance.lead() is True  # renewal by the holder
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_compat_mode_speaks_the_legacy_keys(fast: Config, rds: aioredis.Redis) -> None:
+    sup = await Supervisor.connect(replace(fast, compat_legacy=True))
+    try:
+        await sup.create(job(script_type="osis", job_id="old", worker_id="w7"))
+        await sup.start("old")
+        assert await rds.lrange(keys.legacy_work("w7"), 0, -1) == ["old"]
+        assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["old"]
+        waiting = asyncio.create_task(sup.output("old", wait=10))
+        _, job_id = await rds.brpop([keys.legacy_work("w7")], timeout=5)
+        await rds.lpush(keys.legacy_reply(job_id), "legacy output")  # reply only, no hash write
+        assert (await waiting)["output"] == "legacy output"
+        await sup.create(job(script_type="osis", job_id="old2", worker_id="w7"))
+        await sup.start("old2")
+        await rds.hset(keys.job("old2"), "status", "started")
+        await rds.zadd(keys.index_status("started"), {"old2": 1})
+        await sup.stop("old2")
+        assert await rds.lrange(keys.legacy_stop("w7"), 0, -1) == ["old2"]
+    finally:
+        await sup.close()
+
+
+@pytest.mark.timeout(180)
+async def test_five_hundred_jobs_survive_random_sigkills(
+    fsup: Supervisor, fast: Config, rds: aioredis.Redis, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Actors are killed at random and restarted; every job still ends finished
+    exactly once (our finish is a compare-and-set on the claim)."""
+    argv = (
+        "--script-type",
+        "osis",
+        "--concurrency",
+        "4",
+        "--handler",
+        "tests.fault_handlers:sleepy",
+    )
+
+    def start(n: int) -> subprocess.Popen[bytes]:
+        proc = spawn_actor(fast, *argv, "--instance", f"a{n}")
+        processes.append(proc)
+        return proc
+
+    fleet = [start(n) for n in range(3)]
+    ids = [f"f{n:03d}" for n in range(500)]
+    for job_id in ids:
+        await fsup.start(
+            (await fsup.create(job(job_id, script_type="osis", job_id=job_id, retries=10)))[
+                "job_id"
+            ]
+        )
+    rng = random.Random(7)
+    kills = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 150
+    while loop.time() < deadline:
+        finished = len(await rds.zrange(keys.index_status("finished"), 0, -1))
+        if finished == len(ids):
+            break
+        if kills < 8:
+            slot = rng.randrange(len(fleet))
+            fleet[slot].send_signal(signal.SIGKILL)
+            fleet[slot].wait()
+            kills += 1
+            fleet[slot] = start(100 + kills)
+        await asyncio.sleep(rng.uniform(0.1, 0.3))
+    statuses = Counter([(await fsup.status(j))["status"] for j in ids])
+    assert statuses == {"finished": 500}, statuses
+    finished_events = Counter(
+        f["job_id"] for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "finished"
+    )
+    assert set(finished_events) == set(ids) and set(finished_events.values()) == {1}
+    outputs = {j: (await fsup.output(j))["output"] for j in ids}
+    assert outputs == {j: j for j in ids}
+    assert kills >= 5  # the faults really happened while jobs ran
