@@ -119,7 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
         "--timeout-grace",
         float,
         30.0,
-        "Seconds past a job's timeout before the supervisor ends a started job whose actor is gone.",
+        "Seconds past its timeout before the supervisor ends a started job whose actor is gone.",
         ("serve", "dev"),
     ),
     Setting(

@@ -83,4 +83,3 @@ async def actors(config: Config) -> AsyncIterator[Callable[..., Actor]]:
     for actor, _ in started:
         actor.stop()
     await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
-

@@ -27,10 +27,12 @@ async def test_python_job_runs_isolated(
     script = (
         "import os, sys\n"
         "print(os.environ.get('HERO_TEST_SECRET'), os.environ['JOB_ID'], os.environ['CALLER_ID'],"
-        " os.environ['GREETING'], os.getcwd() != %r, sys.flags.isolated)\n" % os.getcwd()
+        f" os.environ['GREETING'], os.getcwd() != {os.getcwd()!r}, sys.flags.isolated)\n"
     )
     result = await sup.run(
-        job(script, job_id="iso", caller_id="alice", env_vars={"GREETING": "hi", "JOB_ID": "spoof"}),
+        job(
+            script, job_id="iso", caller_id="alice", env_vars={"GREETING": "hi", "JOB_ID": "spoof"}
+        ),
         wait=20,
     )
     assert result["output"] == "None iso alice hi True 1\n"
@@ -160,7 +162,8 @@ def _actor_process(config: Config, *extra: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, HERO_REDIS_URL=config.redis_url or "", HERO_LOG_DIR=config.log_dir or "")
     return subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "python", *extra],
-        env=env, stderr=subprocess.PIPE,
+        env=env,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -189,10 +192,10 @@ async def test_presence_expires_when_an_actor_dies(sup: Supervisor, config: Conf
         return await sup.actors() == []
 
     try:
-        await eventually(present, timeout=20)
+        await eventually(present, within=20)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        await eventually(absent, timeout=5)
+        await eventually(absent, within=5)
     finally:
         proc.kill()
         proc.wait()
@@ -202,7 +205,9 @@ def test_cli_actor_refuses_a_type_it_cannot_run(config: Config) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "osis"],
         env=dict(os.environ, HERO_REDIS_URL=config.redis_url or ""),
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 2
     assert "no built-in executor" in proc.stderr and "Traceback" not in proc.stderr

@@ -4,6 +4,7 @@ legacy compatibility — real redis-server, real actor processes, real SIGKILL."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import signal
@@ -85,7 +86,7 @@ async def test_backoff_grows_exponentially(
     events = await events_of(rds, "b1")
     waits = [
         int(nxt["ts"]) - int(ev["ts"])
-        for ev, nxt in zip(events, events[1:], strict=False)
+        for ev, nxt in itertools.pairwise(events)
         if ev["event"] == "retrying"
     ]
     assert len(waits) == 3
@@ -149,10 +150,10 @@ async def test_jobs_of_a_killed_actor_are_re_dispatched(
     processes.append(victim)
     await fsup.create(job(script, job_id="orphan", retries=1))
     await fsup.start("orphan")
-    await eventually(lambda: _exists(marker), timeout=20)
+    await eventually(lambda: _exists(marker), within=20)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
-    await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), timeout=10)
+    await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), within=10)
     got = await fsup.get("orphan")
     assert got["attempt"] == 1 and "died" in (got["error"] or "")
 

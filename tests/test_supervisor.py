@@ -17,7 +17,9 @@ from gateway.supervisor.worker import ActorLink, Outcome
 from tests.helpers import job
 
 
-async def link(config: Config, group: str = "g", instance: str = "i", st: str = "osis") -> ActorLink:
+async def link(
+    config: Config, group: str = "g", instance: str = "i", st: str = "osis"
+) -> ActorLink:
     actor = ActorLink(config, st, group, instance)
     await actor.open()
     return actor
@@ -34,7 +36,10 @@ async def link(config: Config, group: str = "g", instance: str = "i", st: str = 
         ({"group": "g", "instance": "i"}, "hero:q:work:type:osis:group:g:inst:i"),
         ({"priority": 0}, "hero:q:work:type:osis:prio:0"),
         ({"priority": 2, "group": "g"}, "hero:q:work:type:osis:group:g:prio:2"),
-        ({"priority": 0, "group": "g", "instance": "i"}, "hero:q:work:type:osis:group:g:inst:i:prio:0"),
+        (
+            {"priority": 0, "group": "g", "instance": "i"},
+            "hero:q:work:type:osis:group:g:inst:i:prio:0",
+        ),
     ],
 )
 async def test_dispatch_routes_to_the_most_specific_queue(
@@ -65,9 +70,13 @@ async def test_actor_pops_priority_first_then_most_specific(
 
 async def test_priority_zero_overtakes_a_backlog(sup: Supervisor, config: Config) -> None:
     for n in range(20):
-        await sup.start((await sup.create(job(script_type="osis", job_id=f"low{n}", priority=2)))["job_id"])
+        await sup.start(
+            (await sup.create(job(script_type="osis", job_id=f"low{n}", priority=2)))["job_id"]
+        )
         await sup.start((await sup.create(job(script_type="osis", job_id=f"norm{n}")))["job_id"])
-    await sup.start((await sup.create(job(script_type="osis", job_id="urgent", priority=0)))["job_id"])
+    await sup.start(
+        (await sup.create(job(script_type="osis", job_id="urgent", priority=0)))["job_id"]
+    )
     actor = await link(config, group="other")
     try:
         claimed = [c.job_id for c in await actor.cycle([], 41)]
@@ -79,7 +88,11 @@ async def test_priority_zero_overtakes_a_backlog(sup: Supervisor, config: Config
 
 
 async def test_instance_job_is_only_taken_by_that_instance(sup: Supervisor, config: Config) -> None:
-    await sup.start((await sup.create(job(script_type="osis", job_id="pinned", group="g", instance="i1")))["job_id"])
+    await sup.start(
+        (await sup.create(job(script_type="osis", job_id="pinned", group="g", instance="i1")))[
+            "job_id"
+        ]
+    )
     other_instance = await link(config, "g", "i2")
     other_group = await link(config, "h", "i1")
     typed_only = await link(config, "default", "x")
@@ -129,7 +142,9 @@ async def test_each_job_is_claimed_by_exactly_one_actor(sup: Supervisor, config:
     assert sorted(claimed) == sorted(f"j{n}" for n in range(300))
 
 
-async def test_create_with_existing_job_id_is_idempotent(sup: Supervisor, rds: aioredis.Redis) -> None:
+async def test_create_with_existing_job_id_is_idempotent(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
     first = await sup.create(job(job_id="same", script="print(1)"))
     await sup.start("same")
     again = await sup.create(job(job_id="same", script="print(2)"))
@@ -141,7 +156,9 @@ async def test_create_with_existing_job_id_is_idempotent(sup: Supervisor, rds: a
 async def test_every_transition_appends_one_event(
     sup: Supervisor, config: Config, rds: aioredis.Redis
 ) -> None:
-    await sup.start((await sup.create(job(script_type="osis", job_id="e1", caller_id="c")))["job_id"])
+    await sup.start(
+        (await sup.create(job(script_type="osis", job_id="e1", caller_id="c")))["job_id"]
+    )
     actor = await link(config, "default", "a")
     try:
         [claimed] = await actor.cycle([], 1)
@@ -155,7 +172,9 @@ async def test_every_transition_appends_one_event(
     assert all(int(e["ts"]) > 0 for e in events)
 
 
-async def test_events_stream_is_trimmed_to_about_maxlen(config: Config, rds: aioredis.Redis) -> None:
+async def test_events_stream_is_trimmed_to_about_maxlen(
+    config: Config, rds: aioredis.Redis
+) -> None:
     small = await Supervisor.connect(Config(redis_url=config.redis_url, events_maxlen=100))
     try:
         for n in range(300):

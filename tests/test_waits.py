@@ -44,7 +44,9 @@ async def foreign_actor(url: str, script_type: str, *, reply: bool, hash_status:
 async def test_run_waits_for_foreign_actors(
     sup: Supervisor, redis_url: str, reply: bool, hash_status: bool
 ) -> None:
-    worker = asyncio.create_task(foreign_actor(redis_url, "osis", reply=reply, hash_status=hash_status))
+    worker = asyncio.create_task(
+        foreign_actor(redis_url, "osis", reply=reply, hash_status=hash_status)
+    )
     result = await sup.run(job("hello", script_type="osis"), wait=10)
     await worker
     assert result["status"] == "finished"
@@ -54,8 +56,12 @@ async def test_run_waits_for_foreign_actors(
 async def test_run_waits_for_our_actor_through_events(sup: Supervisor, actors: Any) -> None:
     actors()
     result = await sup.run(job("print('from python')"), wait=20)
-    assert result == {"job_id": result["job_id"], "status": "finished",
-                      "output": "from python\n", "error": None}
+    assert result == {
+        "job_id": result["job_id"],
+        "status": "finished",
+        "output": "from python\n",
+        "error": None,
+    }
 
 
 async def test_failed_job_is_a_result_not_an_exception(sup: Supervisor, actors: Any) -> None:
@@ -73,7 +79,12 @@ async def test_output_of_a_finished_job_returns_at_once(sup: Supervisor, actors:
 
 async def test_output_without_wait_reports_the_current_state(sup: Supervisor) -> None:
     await sup.create(job(job_id="idle"))
-    assert await sup.output("idle") == {"job_id": "idle", "status": "created", "output": None, "error": None}
+    assert await sup.output("idle") == {
+        "job_id": "idle",
+        "status": "created",
+        "output": None,
+        "error": None,
+    }
     with pytest.raises(JobNotFound):
         await sup.output("nobody", wait=1)
 
@@ -117,7 +128,11 @@ async def test_thousand_concurrent_runs_use_a_handful_of_connections(
         nonlocal peak
         while not done.is_set():
             clients = await rds.client_list()
-            ours = [c for c in clients if c["name"] in ("hero-gateway/supervisor", "hero-gateway/events")]
+            ours = [
+                c
+                for c in clients
+                if c["name"] in ("hero-gateway/supervisor", "hero-gateway/events")
+            ]
             if len(ours) > peak:
                 peak, names[:] = len(ours), [f"{c['name']} {c['id']} {c['age']}s" for c in ours]
             await asyncio.sleep(0.02)

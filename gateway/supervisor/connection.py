@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -106,3 +106,27 @@ class BlockingReader:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+StreamEntry = tuple[str, dict[str, str]]
+
+
+def _entries(raw: Any) -> list[StreamEntry]:
+    return [(str(entry_id), dict(fields or {})) for entry_id, fields in raw or []]
+
+
+async def xread(
+    client: aioredis.Redis, stream: str, after: str, *, block_ms: int, count: int
+) -> list[StreamEntry]:
+    """XREAD of one stream as typed ``(id, fields)`` pairs (RESP2 or RESP3 replies)."""
+    reply: Any = await client.xread({stream: after}, block=block_ms, count=count)
+    if not reply:
+        return []
+    return _entries(reply[stream] if isinstance(reply, dict) else reply[0][1])
+
+
+async def xrange_after(
+    client: aioredis.Redis, stream: str, after: str, count: int
+) -> list[StreamEntry]:
+    """Entries strictly after ``after``, oldest first."""
+    return _entries(await client.xrange(stream, min=f"({after}", count=count))

@@ -13,11 +13,12 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE, BlockingReader
+from gateway.supervisor.connection import UNAVAILABLE, BlockingReader, xread
 
 log = logging.getLogger("gateway.supervisor.events")
 
@@ -38,7 +39,7 @@ def as_event(entry_id: str, fields: dict[str, str]) -> Event:
 
 
 async def last_id(client: aioredis.Redis) -> str:
-    newest = await client.xrevrange(keys.EVENTS, count=1)
+    newest: Any = await client.xrevrange(keys.EVENTS, count=1)
     return str(newest[0][0]) if newest else "0-0"
 
 
@@ -85,9 +86,11 @@ class EventReader:
         while not self._closed:
             try:
                 await self._reader.ready()
-                reply = await self._client.xread(
-                    {keys.EVENTS: self.position},
-                    block=self._block_ms,
+                entries = await xread(
+                    self._client,
+                    keys.EVENTS,
+                    self.position,
+                    block_ms=self._block_ms,
                     count=self._count,
                 )
             except UNAVAILABLE as exc:
@@ -107,9 +110,8 @@ class EventReader:
             if not self.healthy:
                 log.info("events reader reconnected", extra={"position": self.position})
             self.healthy, delay = True, 0.05
-            if not reply:
+            if not entries:
                 continue
-            entries = reply[0][1]
             batch = [as_event(entry_id, fields) for entry_id, fields in entries]
             self.position = batch[-1]["id"]
             for listener in self._listeners:

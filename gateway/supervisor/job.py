@@ -34,7 +34,7 @@ STATUSES = (
 )
 
 _INT_FIELDS = ("timeout", "retries", "priority", "attempt")
-_JSON_FIELDS = {"env_vars": {}, "prerequisites": [], "dependents": []}
+_JSON_FIELDS: dict[str, Any] = {"env_vars": {}, "prerequisites": [], "dependents": []}
 _NULLABLE = (
     "caller_id",
     "context_id",

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, xrange_after
 from gateway.supervisor.events import Event, stream_id
 
 _REPLAY_PAGE = 1000
@@ -132,7 +132,7 @@ class Subscriptions:
         last = stream_id(since)
         try:
             while True:
-                page = await self._client.xrange(keys.EVENTS, min=f"({cursor}", count=_REPLAY_PAGE)
+                page = await xrange_after(self._client, keys.EVENTS, cursor, _REPLAY_PAGE)
                 for entry_id, fields in page:
                     event = dict(fields, id=entry_id)
                     last = stream_id(entry_id)

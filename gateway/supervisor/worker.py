@@ -175,8 +175,8 @@ class ActorLink:
         while not self._closed:
             try:
                 await self._waker.ready()
-                reply = await self._waker.client.xread(
-                    {keys.EVENTS: position}, block=5000, count=500
+                entries = await connection.xread(
+                    self._waker.client, keys.EVENTS, position, block_ms=5000, count=500
                 )
             except connection.UNAVAILABLE:
                 self._waker.lost()
@@ -187,9 +187,8 @@ class ActorLink:
                 self._work.set()  # re-check queues once Redis is back
                 continue
             delay = 0.05
-            if not reply:
+            if not entries:
                 continue
-            entries = reply[0][1]
             position = entries[-1][0]
             if any(self._concerns_me(fields) for _, fields in entries):
                 self._work.set()
