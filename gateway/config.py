@@ -123,6 +123,14 @@ SETTINGS: tuple[Setting, ...] = (
         ("serve", "dev"),
     ),
     Setting(
+        "job_ttl",
+        "--job-ttl",
+        int,
+        7 * 24 * 3600,
+        "Seconds an ended job, its reply and its logs are kept (0: forever).",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
         "presence_ttl",
         "--presence-ttl",
         int,
@@ -238,6 +246,7 @@ class Config:
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
     presence_ttl: int = 15
+    job_ttl: int = 7 * 24 * 3600
     retry_base: float = 1.0
     retry_max: float = 60.0
     timeout_grace: float = 30.0

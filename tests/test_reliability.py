@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import Actor, JobContext, JobFailed
+from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
 from gateway.supervisor import Supervisor, keys
 from tests.conftest import ROOT
@@ -281,3 +281,36 @@ async def test_five_hundred_jobs_survive_random_sigkills(
     outputs = {j: (await fsup.output(j))["output"] for j in ids}
     assert outputs == {j: j for j in ids}
     assert kills >= 5  # the faults really happened while jobs ran
+
+
+async def test_ended_jobs_expire_and_leave_the_indexes(
+    fast: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    brief = replace(fast, job_ttl=1)  # actors and gateways share HERO_JOB_TTL
+    sup = await Supervisor.connect(brief)
+    sup.maintenance._interval = 0.2
+    try:
+        actors(python_actor(brief))
+        await sup.run(job(job_id="brief", caller_id="c"), wait=20)
+        assert 0 < await rds.ttl(keys.job("brief")) <= 1
+        assert 0 < await rds.ttl(keys.logs("brief")) <= 1
+
+        async def gone() -> bool:
+            return await rds.zscore(keys.INDEX_ALL, "brief") is None
+
+        await eventually(gone, within=10)
+        assert not await rds.exists(keys.job("brief"))
+        assert await rds.zscore(keys.index_caller("c"), "brief") is None
+        assert await rds.zscore(keys.index_status("finished"), "brief") is None
+        assert (await sup.list_jobs())["jobs"] == []
+    finally:
+        await sup.close()
+
+
+async def test_purge_clears_ended_jobs_only(fsup: Supervisor, actors: Any) -> None:
+    actors()
+    await fsup.run(job(job_id="old"), wait=20)
+    await fsup.create(job(job_id="fresh"))
+    assert await fsup.purge("finished") == {"deleted": 1}
+    assert [j["id"] for j in (await fsup.list_jobs())["jobs"]] == ["fresh"]
+    assert await fsup.purge("finished", older_than=3600) == {"deleted": 0}

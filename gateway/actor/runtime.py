@@ -127,6 +127,8 @@ class Actor:
                         task.add_done_callback(functools.partial(finished, job.job_id))
                     if claimed and len(claimed) == want:
                         continue  # maybe more queued
+                if done:
+                    continue  # finished while cycling: its poke was cleared by the cycle
                 waker = asyncio.create_task(link.wait_for_work())
                 await asyncio.wait({waker, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()

@@ -171,6 +171,9 @@ STATS_REPORT = f"{PREFIX}:stats:report"
 #: Sorted set of jobs waiting out a retry backoff, scored by the time (ms) they are due.
 DELAYED = f"{PREFIX}:q:delayed"
 
+#: Tombstones of ended jobs (JSON, scored by expiry ms): which index entries to drop.
+EXPIRING = f"{PREFIX}:idx:expiring"
+
 #: Who runs the maintenance loop (reaper, retries, timeouts) among several gateways.
 LEADER = f"{PREFIX}:meta:leader"
 

@@ -18,9 +18,6 @@ from gateway.supervisor import keys
 
 LIBRARY_NAME = "hero"
 
-#: Seconds a reply queue lives after the result is pushed.
-REPLY_TTL = 3600
-
 
 @cache
 def source() -> str:
@@ -41,6 +38,7 @@ def source() -> str:
         "DLQ": keys.dlq(""),
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
+        "EXPIRING": keys.EXPIRING,
     }
     for name, value in placeholders.items():
         text = text.replace("{{" + name + "}}", value)
@@ -56,7 +54,7 @@ def head(config: Config) -> list[str]:
     return [
         str(config.events_maxlen),
         "1" if config.compat_legacy else "0",
-        str(REPLY_TTL),
+        str(config.job_ttl),
         repr(config.retry_base),
         repr(config.retry_max),
         repr(random.random()),

@@ -65,7 +65,7 @@ class Maintenance:
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
         head = library.head(self._config)
-        done = {"reaped": 0, "promoted": 0, "expired": 0}
+        done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0}
         now_ms = int(time.time() * 1000)
         for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
             parts = keys.parse_presence(lease)
@@ -80,6 +80,7 @@ class Maintenance:
         done["promoted"] = int(await self._client.fcall("hero_promote", 0, *head))
         grace_ms = int(self._config.timeout_grace * 1000)
         done["expired"] = int(await self._client.fcall("hero_expire", 0, *head, grace_ms, 500))
+        done["pruned"] = int(await self._client.fcall("hero_prune", 0, *head, 1000))
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
         return done

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -216,6 +217,23 @@ class Supervisor:
     async def delete(self, job_id: str) -> dict[str, Any]:
         deleted = await self.redis.fcall("hero_delete", 0, *library.head(self.config), job_id)
         return {"deleted": bool(deleted)}
+
+    @guarded
+    async def purge(self, status: str = "finished", older_than: float = 0.0) -> dict[str, Any]:
+        """Delete ended jobs of one status that ended more than ``older_than`` s ago."""
+        if status not in TERMINAL:
+            raise InvalidParams(f"status must be one of {', '.join(sorted(TERMINAL))}")
+        cutoff = f"({int((time.time() - older_than) * 1000)}"
+        deleted = 0
+        head = library.head(self.config)
+        while ids := await self.redis.zrangebyscore(
+            keys.index_status(status), "-inf", cutoff, start=0, num=500
+        ):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.fcall("hero_delete", 0, *head, job_id)
+                deleted += sum(await pipe.execute())
+        return {"deleted": deleted}
 
     @guarded
     async def logs(self, job_id: str) -> dict[str, Any]:

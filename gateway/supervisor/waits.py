@@ -64,6 +64,7 @@ class WaitHub:
         self._ended: set[str] = set()
         self._wake_fetcher = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
 
     def start(self) -> None:
         self._tasks = [
@@ -72,6 +73,10 @@ class WaitHub:
         ]
 
     async def stop(self) -> None:
+        """Cancel, and also flag: redis-py can turn a cancel into ConnectionError,
+        which the loops would otherwise take for "Redis away, try again"."""
+        self._stopping = True
+        self._wake_fetcher.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -137,7 +142,7 @@ class WaitHub:
                 wait.ours = True
 
     async def _fetcher(self) -> None:
-        while True:
+        while not self._stopping:
             await self._wake_fetcher.wait()
             self._wake_fetcher.clear()
             ended, self._ended = self._ended, set()
@@ -165,7 +170,7 @@ class WaitHub:
     # -- sweep path (reply-queue and hash-only actors) -------------------------
 
     async def _sweeper(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self._interval)
             try:
                 await self._sweep()

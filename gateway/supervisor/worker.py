@@ -155,8 +155,10 @@ class ActorLink:
         """Wake ``wait_for_work`` (used when a running job finishes)."""
         self._work.set()
 
-    async def store_logs(self, job_id: str, text: str, ttl: int = library.REPLY_TTL) -> None:
-        await self.redis.set(keys.logs(job_id), text, ex=ttl)
+    async def store_logs(self, job_id: str, text: str) -> None:
+        """The log tail, for ``job.logs`` from any host; it expires with the job."""
+        ttl = self._config.job_ttl
+        await self.redis.set(keys.logs(job_id), text, ex=ttl if ttl > 0 else None)
 
     # -- background ------------------------------------------------------------
 

@@ -7,7 +7,7 @@
 -- indexes and appends exactly one entry to the events stream.
 --
 -- Common ARGV head for every function (H entries): [1] events MAXLEN,
--- [2] "1" when legacy compat is on, [3] reply TTL seconds, [4] retry backoff
+-- [2] "1" when legacy compat is on, [3] retention of ended jobs in seconds (0 keeps them), [4] retry backoff
 -- base and [5] cap in seconds, [6] a uniform random number in [0, 1) for the
 -- backoff jitter (drawn by the caller: scripts must stay deterministic).
 -- The rest is per function, from args[H + 1].
@@ -27,6 +27,7 @@ local DELAYED = '{{DELAYED}}'
 local DLQ = '{{DLQ}}'
 local ACTORS = '{{ACTORS}}'
 local LEADER = '{{LEADER}}'
+local EXPIRING = '{{EXPIRING}}'
 local H = 6
 
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
@@ -59,7 +60,7 @@ local function context(args)
   return {
     maxlen = args[1],
     compat = args[2] == '1',
-    reply_ttl = tonumber(args[3]),
+    ttl = tonumber(args[3]),
     retry_base = tonumber(args[4]),
     retry_max = tonumber(args[5]),
     jitter = tonumber(args[6]),
@@ -78,12 +79,30 @@ local function emit(ctx, id, status, err)
     'ts', tostring(ctx.ms), 'error', err or '')
 end
 
+-- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
+-- remembers which indexes to clean once the hash is gone.
+local function retain(ctx, id, status)
+  if ctx.ttl <= 0 then return end
+  local jk = JOB .. id
+  redis.call('EXPIRE', jk, ctx.ttl)
+  redis.call('EXPIRE', REPLY .. id, ctx.ttl)
+  redis.call('EXPIRE', LOGS .. id, ctx.ttl)
+  local f = redis.call('HMGET', jk, 'script_type', 'caller_id')
+  redis.call('ZADD', EXPIRING, ctx.ms + ctx.ttl * 1000,
+    cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[2] or ''}))
+end
+
 -- The one way a status changes: hash, status index, event.
 local function set_status(ctx, id, old, new, extra, err)
   local jk = JOB .. id
   redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
   if old then redis.call('ZREM', IDX_STATUS .. old, id) end
   redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
+  if TERMINAL[new] then
+    retain(ctx, id, new)
+  elseif TERMINAL[old or ''] then
+    redis.call('PERSIST', jk)  -- back in play (a replayed dead letter)
+  end
   return emit(ctx, id, new, err)
 end
 
@@ -159,7 +178,7 @@ local function fail_attempt(ctx, id, old, status, err, extra)
   set_status(ctx, id, old, final, fields, err)
   local rk = REPLY .. id
   redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
-  redis.call('EXPIRE', rk, ctx.reply_ttl)
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
   on_terminal(ctx, id, final)
   return final
 end
@@ -275,7 +294,7 @@ local function finish(ctx, held, actor, id, status, output, err, log_path)
     {'output', output, 'error', err, 'finished_at', ctx.iso, 'log_path', log_path}, err)
   local rk = REPLY .. id
   redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  redis.call('EXPIRE', rk, ctx.reply_ttl)
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
   on_terminal(ctx, id, status)
   return 1
 end
@@ -401,6 +420,23 @@ local function hero_expire(_, args)
   return n
 end
 
+-- Drop index entries of ended jobs whose hash has expired. ARGV: head, limit
+local function hero_prune(_, args)
+  local ctx = context(args)
+  local due = redis.call('ZRANGEBYSCORE', EXPIRING, '-inf', ctx.ms, 'LIMIT', 0, tonumber(args[H + 1]))
+  for _, raw in ipairs(due) do
+    local t = cjson.decode(raw)
+    if redis.call('EXISTS', JOB .. t.id) == 0 then
+      redis.call('ZREM', IDX_ALL, t.id)
+      redis.call('ZREM', IDX_STATUS .. t.status, t.id)
+      redis.call('ZREM', IDX_TYPE .. t.script_type, t.id)
+      if t.caller_id ~= '' then redis.call('ZREM', IDX_CALLER .. t.caller_id, t.id) end
+    end
+    redis.call('ZREM', EXPIRING, raw)
+  end
+  return #due
+end
+
 -- ARGV: head
 local function hero_promote(_, args)
   return promote(context(args), 1000)
@@ -449,6 +485,7 @@ redis.register_function('hero_lead', hero_lead)
 redis.register_function('hero_reap', hero_reap)
 redis.register_function('hero_expire', hero_expire)
 redis.register_function('hero_promote', hero_promote)
+redis.register_function('hero_prune', hero_prune)
 redis.register_function('hero_reconcile', hero_reconcile)
 redis.register_function('hero_dlq_replay', hero_dlq_replay)
 redis.register_function('hero_submit', hero_submit)
