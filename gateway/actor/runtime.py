@@ -96,7 +96,8 @@ class Actor:
                 task.cancel()
 
         link = ActorLink(self.config, script_type, self.group, self.instance, on_stop=stop_job)
-        await link.open()
+        if not await self._connect(link):
+            return
         log.info(
             "actor ready",
             extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
@@ -136,6 +137,21 @@ class Actor:
             stopping.cancel()
             await link.close()
             log.info("actor stopped", extra={"script_type": script_type, "actor": link.name})
+
+    async def _connect(self, link: ActorLink) -> bool:
+        """Open the link, waiting out a Redis that is not up yet (with backoff)."""
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                await link.open()
+                return True
+            except UNAVAILABLE:
+                log.warning("redis unavailable; retrying", extra={"retry_in": round(delay, 2)})
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+                delay = min(delay * 2, 5.0)
+        await link.close()
+        return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
         ctx = JobContext(job, self.log_dir / f"{job.job_id}.log")

@@ -8,10 +8,13 @@ idempotent (FUNCTION LOAD REPLACE), done once per process at connect.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from gateway.config import Config
 from gateway.supervisor import keys
@@ -59,6 +62,26 @@ def head(config: Config) -> list[str]:
         repr(config.retry_max),
         repr(random.random()),
     ]
+
+
+async def call(
+    client: aioredis.Redis,
+    config: Config,
+    function: str,
+    *args: str | int | float,
+    key_names: Sequence[str] = (),
+) -> Any:
+    """FCALL with the common head. A Redis that came back without the library
+    (restarted without persistence, or flushed with FUNCTION FLUSH) gets it
+    loaded again, and the call is retried once."""
+    argv = [*key_names, *head(config), *args]
+    try:
+        return await client.fcall(function, len(key_names), *argv)
+    except ResponseError as exc:
+        if "function not found" not in str(exc).lower():
+            raise
+        await load(client)
+        return await client.fcall(function, len(key_names), *argv)
 
 
 async def load(client: aioredis.Redis) -> None:

@@ -15,6 +15,7 @@ import os
 import socket
 import time
 import uuid
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -57,14 +58,19 @@ class Maintenance:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self._interval)
 
+    async def _call(
+        self, function: str, *args: str | int, key_names: list[str] | None = None
+    ) -> Any:
+        return await library.call(
+            self._client, self._config, function, *args, key_names=key_names or ()
+        )
+
     async def lead(self) -> bool:
         ttl_ms = int(self._interval * 3000)
-        head = library.head(self._config)
-        return bool(await self._client.fcall("hero_lead", 0, *head, self.holder, ttl_ms))
+        return bool(await self._call("hero_lead", self.holder, ttl_ms))
 
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
-        head = library.head(self._config)
         done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0}
         now_ms = int(time.time() * 1000)
         for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
@@ -73,14 +79,14 @@ class Maintenance:
                 await self._client.zrem(keys.ACTORS, lease)
                 continue
             held = keys.held(*parts)
-            n = int(await self._client.fcall("hero_reap", 1, held, *head, lease))
+            n = int(await self._call("hero_reap", lease, key_names=[held]))
             if n:
                 log.warning("re-dispatched jobs of a dead actor", extra={"actor": lease, "jobs": n})
             done["reaped"] += n
-        done["promoted"] = int(await self._client.fcall("hero_promote", 0, *head))
+        done["promoted"] = int(await self._call("hero_promote"))
         grace_ms = int(self._config.timeout_grace * 1000)
-        done["expired"] = int(await self._client.fcall("hero_expire", 0, *head, grace_ms, 500))
-        done["pruned"] = int(await self._client.fcall("hero_prune", 0, *head, 1000))
+        done["expired"] = int(await self._call("hero_expire", grace_ms, 500))
+        done["pruned"] = int(await self._call("hero_prune", 1000))
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
         return done

@@ -71,14 +71,15 @@ class Supervisor:
 
     # -- jobs --------------------------------------------------------------------
 
+    async def _call(self, function: str, *args: str | int) -> Any:
+        return await library.call(self.redis, self.config, function, *args)
+
     def parse(self, spec: Any) -> JobSpec:
         return JobSpec.parse(spec, self.config.script_types)
 
     async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
-        reply = await self.redis.fcall(
+        reply = await self._call(
             "hero_submit",
-            0,
-            *library.head(self.config),
             spec.job_id,
             "1" if start else "0",
             json.dumps(list(spec.prerequisites)),
@@ -106,7 +107,7 @@ class Supervisor:
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self.redis.fcall("hero_start", 0, *library.head(self.config), job_id)
+        reply = await self._call("hero_start", job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -204,7 +205,7 @@ class Supervisor:
 
     @guarded
     async def stop(self, job_id: str) -> dict[str, Any]:
-        reply = await self.redis.fcall("hero_stop", 0, *library.head(self.config), job_id)
+        reply = await self._call("hero_stop", job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -215,7 +216,7 @@ class Supervisor:
 
     @guarded
     async def delete(self, job_id: str) -> dict[str, Any]:
-        deleted = await self.redis.fcall("hero_delete", 0, *library.head(self.config), job_id)
+        deleted = await self._call("hero_delete", job_id)
         return {"deleted": bool(deleted)}
 
     @guarded
@@ -273,7 +274,7 @@ class Supervisor:
 
     async def reconcile(self, job_id: str) -> None:
         """Catch up with a status an actor we did not write put straight into the hash."""
-        await self.redis.fcall("hero_reconcile", 0, *library.head(self.config), job_id)
+        await self._call("hero_reconcile", job_id)
 
     @guarded
     async def dlq_list(
@@ -295,10 +296,7 @@ class Supervisor:
     @guarded
     async def dlq_replay(self, script_type: str, job_ids: list[str] | None = None) -> list[str]:
         """Dispatch dead-lettered jobs again with fresh attempts; returns the ids replayed."""
-        head = library.head(self.config)
-        replayed = await self.redis.fcall(
-            "hero_dlq_replay", 0, *head, script_type, *(job_ids or [])
-        )
+        replayed = await self._call("hero_dlq_replay", script_type, *(job_ids or []))
         return [str(j) for j in replayed]
 
     @guarded

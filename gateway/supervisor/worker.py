@@ -118,16 +118,17 @@ class ActorLink:
 
     async def close(self) -> None:
         self._closed = True
-        waker, heartbeat, *control = self._tasks
-        heartbeat.cancel()
-        await self._waker.interrupt(self.redis, waker)
-        for task in control:
-            await self._control.interrupt(self.redis, task)
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        with contextlib.suppress(*connection.UNAVAILABLE):
-            await presence.leave(self.redis, self._info)
+        if self._tasks:  # opened
+            waker, heartbeat, *control = self._tasks
+            heartbeat.cancel()
+            await self._waker.interrupt(self.redis, waker)
+            for task in control:
+                await self._control.interrupt(self.redis, task)
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            with contextlib.suppress(*connection.UNAVAILABLE):
+                await presence.leave(self.redis, self._info)
         for reader in (self._waker, self._control):
             await reader.aclose()
         await self.redis.aclose()
@@ -135,17 +136,12 @@ class ActorLink:
     async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
         """Report outcomes and claim up to ``want`` jobs, in one round trip."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
-        args: list[str | int] = [
-            *library.head(self._config),
-            self.name,
-            self._ctl,
-            self._lease,
-            want,
-            len(outcomes),
-        ]
+        args: list[str | int] = [self.name, self._ctl, self._lease, want, len(outcomes)]
         for o in outcomes:
             args += [o.job_id, o.status, o.output, o.error, o.log_path]
-        rows = await self.redis.fcall("hero_cycle", len(self._cycle_keys), *self._cycle_keys, *args)
+        rows = await library.call(
+            self.redis, self._config, "hero_cycle", *args, key_names=self._cycle_keys
+        )
         return [Claimed.from_row(row) for row in rows]
 
     async def wait_for_work(self) -> None:
@@ -171,10 +167,16 @@ class ActorLink:
         return group == self.group and (not instance or instance == self.instance)
 
     async def _wake_on_dispatch(self) -> None:
-        position = await last_id(self.redis)
-        self._work.set()  # anything dispatched before we started reading
+        position = "$"  # until the first successful read says where the stream ends
         delay = 0.05
         while not self._closed:
+            if position == "$":
+                try:
+                    position = await last_id(self.redis)
+                except connection.UNAVAILABLE:
+                    await asyncio.sleep(delay)
+                    continue
+                self._work.set()  # anything dispatched before we started reading
             try:
                 await self._waker.ready()
                 entries = await connection.xread(
