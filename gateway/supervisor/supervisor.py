@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -298,6 +299,19 @@ class Supervisor:
         """Dispatch dead-lettered jobs again with fresh attempts; returns the ids replayed."""
         replayed = await self._call("hero_dlq_replay", script_type, *(job_ids or []))
         return [str(j) for j in replayed]
+
+    @guarded
+    async def status_counts(self) -> dict[str, int]:
+        """How many jobs are in each status right now (from the status indexes)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for status in STATUSES:
+                pipe.zcard(keys.index_status(status))
+            counts = await pipe.execute()
+        return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
+
+    def add_event_listener(self, listener: Callable[[list[dict[str, str]]], None]) -> None:
+        """Be called with every batch the shared events reader sees (metrics, audit)."""
+        self._reader.add_listener(listener)
 
     @guarded
     async def report(self) -> dict[str, Any] | None:

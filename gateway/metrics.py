@@ -1,0 +1,77 @@
+"""Prometheus metrics for ``GET /metrics``: what an autoscaler and an operator need.
+
+Queue figures (true depth, pending, oldest age, consumers) and live actors are
+read from Redis at scrape time, so every gateway reports the same truth.
+Job transitions are counted from the shared events reader (per process: sum
+over gateways only if each reads its own share; with several gateways use the
+``hero_jobs`` gauge, which is read from the status indexes). RPC latency is a
+histogram per method, fed by the RPC layer through ``observe_call``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from gateway.supervisor import STATUSES, Supervisor
+from gateway.supervisor.events import Event
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_QUEUE_LABELS = ("queue", "script_type", "group", "instance", "priority")
+
+
+class Metrics:
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._sup = supervisor
+        supervisor.add_event_listener(self.on_events)
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.depth = Gauge("hero_queue_depth", "Jobs waiting or held, per work queue",
+                           _QUEUE_LABELS, registry=r)  # fmt: skip
+        self.pending = Gauge("hero_queue_pending", "Jobs claimed and not finished, per queue",
+                             _QUEUE_LABELS, registry=r)  # fmt: skip
+        self.oldest = Gauge("hero_queue_oldest_age_seconds", "Age of the oldest waiting job",
+                            _QUEUE_LABELS, registry=r)  # fmt: skip
+        self.consumers = Gauge("hero_queue_consumers", "Live actors popping this queue",
+                               _QUEUE_LABELS, registry=r)  # fmt: skip
+        self.actors = Gauge("hero_actors", "Live actor instances", ("script_type",), registry=r)
+        self.jobs = Gauge("hero_jobs", "Jobs currently in each status", ("status",), registry=r)
+        self.transitions = Counter(
+            "hero_job_transitions", "Job transitions seen on the events stream by this process",
+            ("status", "script_type"), registry=r,
+        )  # fmt: skip
+        self.rpc = Histogram(
+            "hero_rpc_duration_seconds", "JSON-RPC call latency", ("method", "outcome"),
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
+            registry=r,
+        )  # fmt: skip
+
+    def on_events(self, events: list[Event]) -> None:
+        for event in events:
+            self.transitions.labels(event.get("status", ""), event.get("script_type", "")).inc()
+
+    def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
+        outcome = "ok" if error_code is None else str(error_code)
+        self.rpc.labels(method, outcome).observe(seconds)
+
+    async def render(self) -> bytes:
+        """Refresh the Redis-backed gauges, then the text exposition."""
+        queues = await self._sup.queue_stats()
+        live = await self._sup.actors()
+        counts = await self._sup.status_counts()
+        for gauge in (self.depth, self.pending, self.oldest, self.consumers, self.actors):
+            gauge.clear()
+        for q in queues:
+            labels = [str(q[name] if q[name] is not None else "") for name in _QUEUE_LABELS]
+            self.depth.labels(*labels).set(q["depth"])
+            self.pending.labels(*labels).set(q["pending"])
+            self.oldest.labels(*labels).set(q["oldest_age"] or 0)
+            self.consumers.labels(*labels).set(q["consumers"])
+        per_type: dict[str, int] = {}
+        for actor in live:
+            per_type[actor["script_type"]] = per_type.get(actor["script_type"], 0) + 1
+        for script_type, n in per_type.items():
+            self.actors.labels(script_type).set(n)
+        for status in STATUSES:
+            self.jobs.labels(status).set(counts.get(status, 0))
+        return generate_latest(self.registry)
