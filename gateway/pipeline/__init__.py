@@ -1,0 +1,10 @@
+"""The events archive and the PySpark analytics on it.
+
+``archive``   the events stream (consumer group) → Parquet files, ``date=/hour=`` partitioned.
+``synth``     a simulated M/M/c (or M/D/c) queue writing the same events, for tests and benches.
+``analytics`` the Spark job: events → per-job records, queue statistics, utilisation, stuck jobs.
+``report``    the report (``report.json``, Redis) and the Erlang C scaling advice in it.
+``erlang``    the pure M/M/c formulas.
+
+Importing this package does not import pyspark: only ``analytics`` and ``spark`` do.
+"""

@@ -1,0 +1,412 @@
+"""Archive the events stream (``keys.EVENTS``) into Parquet through a consumer group.
+
+Delivery is at-least-once and nothing is acknowledged before it is durable:
+
+1. On start the consumer re-reads its own pending entries (``XREADGROUP`` from
+   id ``0``: delivered before a crash, never acknowledged), then claims
+   entries other consumers left idle for ``claim_idle`` seconds (``XAUTOCLAIM``),
+   then reads new entries (``>``).
+2. Entries are buffered until ``batch`` of them or ``flush_interval`` seconds
+   have gone by, then written (``store.write_events``: temp file, fsync,
+   rename, fsync of the folder) and only then ``XACK``-ed.
+
+A crash between the write and the ack re-archives those entries on restart:
+duplicates, removed downstream by event id. Pending entries whose data the
+stream has already trimmed (``MAXLEN``) cannot be archived; they are acked,
+counted as ``lost`` and logged as a warning.
+
+Progress (events, files, rate) and the group's lag (``XINFO GROUPS``) are
+logged after every flush on the ``gateway.pipeline.archive`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from gateway.errors import BackendUnavailable
+from gateway.pipeline.events import EventColumns
+from gateway.pipeline.store import write_events
+from gateway.supervisor import keys
+
+log = logging.getLogger("gateway.pipeline.archive")
+
+#: An entry's fields: flat ``[k, v, ...]`` (XREADGROUP, read raw), a mapping
+#: (XAUTOCLAIM), or nothing when the stream no longer holds it.
+Fields = list[str] | dict[str, str] | None
+
+_UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError)
+
+
+def default_consumer() -> str:
+    """Stable across restarts on one host, so a restart finds its own pending entries."""
+    return socket.gethostname() or "archive"
+
+
+@dataclass(frozen=True)
+class ArchiveOptions:
+    out: Path
+    group: str = "archive"
+    consumer: str = field(default_factory=default_consumer)
+    #: Most entries per flush (and per file, for one hour's worth).
+    batch: int = 10_000
+    #: Flush a partial batch once its oldest entry has waited this long (s).
+    flush_interval: float = 10.0
+    #: Longest single blocking read (ms); bounds how late a stop is noticed.
+    block_ms: int = 1000
+    #: Claim other consumers' pending entries idle this long (s); 0 turns it off.
+    claim_idle: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise ValueError("batch must be at least 1")
+        if self.flush_interval < 0:
+            raise ValueError("flush interval must be >= 0")
+        if not self.group or not self.consumer:
+            raise ValueError("group and consumer names must not be empty")
+
+
+@dataclass
+class ArchiveStats:
+    events: int = 0
+    files: int = 0
+    flushes: int = 0
+    #: Entries found pending at start or claimed from idle consumers.
+    recovered: int = 0
+    #: Pending entries whose data was already trimmed from the stream.
+    lost: int = 0
+    lag: int | None = None
+    pending: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _raw_entries(reply: Any) -> list[tuple[str, Fields]]:
+    """The entries of an unparsed one-stream XREADGROUP reply (RESP2 or RESP3)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        streams = list(reply.values())
+        entries = streams[0] if streams else []
+    else:
+        entries = reply[0][1]
+    out: list[tuple[str, Fields]] = []
+    for entry in entries or []:
+        entry_id, flat = entry[0], entry[1]
+        if isinstance(entry_id, bytes):
+            flat = [_text(x) for x in flat] if flat else flat
+        out.append((_text(entry_id), list(flat) if flat else None))
+    return out
+
+
+def _identity(response: Any, **options: Any) -> Any:
+    return response
+
+
+class Archiver:
+    """One archive consumer. Not thread-safe; ``stop`` may be set from anywhere."""
+
+    def __init__(self, client: redis.Redis, options: ArchiveOptions) -> None:
+        self.client = client
+        # The same connections, but XREADGROUP replies left unparsed: the archive
+        # turns the flat field lists into columns itself (twice as fast as dicts).
+        self._raw = redis.Redis(connection_pool=client.connection_pool)
+        self._raw.set_response_callback("XREADGROUP", _identity)
+        self.options = options
+        self.stats = ArchiveStats()
+        self._buffer = EventColumns()
+        self._buffer_ids: list[str] = []
+        self._buffer_since = 0.0
+        self._unacked: list[str] = []
+        #: Ids already counted lost (XAUTOCLAIM reports deleted entries it meets again).
+        self._lost_ids: set[str] = set()
+        self._last_claim = 0.0
+        self._started = time.monotonic()
+
+    # -- redis ---------------------------------------------------------------
+
+    def ensure_group(self) -> None:
+        """Create the consumer group (and the stream) if missing, from the stream's start."""
+        try:
+            self.client.xgroup_create(keys.EVENTS, self.options.group, id="0", mkstream=True)
+            log.info("archive group created", extra={"group": self.options.group})
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _read(self, start: str, block_ms: int | None) -> list[tuple[str, Fields]]:
+        count = max(1, self.options.batch - len(self._buffer))
+        try:
+            reply = self._raw.xreadgroup(
+                self.options.group,
+                self.options.consumer,
+                {keys.EVENTS: start},
+                count=count,
+                block=block_ms,
+            )
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            log.warning(
+                "archive group vanished; recreating it",
+                extra={"group": self.options.group},
+            )
+            self.ensure_group()
+            return []
+        return _raw_entries(reply)
+
+    def _lag(self) -> None:
+        try:
+            groups = self.client.xinfo_groups(keys.EVENTS)
+        except redis.ResponseError:
+            return
+        for info in groups:
+            name = info.get("name")
+            if name in (self.options.group, self.options.group.encode()):
+                lag = info.get("lag")
+                self.stats.lag = int(lag) if lag is not None else None
+                self.stats.pending = int(info.get("pending") or 0)
+
+    def _ack(self) -> None:
+        while self._unacked:
+            chunk = self._unacked[:10_000]
+            self.client.xack(keys.EVENTS, self.options.group, *chunk)
+            del self._unacked[: len(chunk)]
+
+    # -- buffering -----------------------------------------------------------
+
+    def _take(self, entries: Sequence[tuple[str, Fields]]) -> None:
+        lost: list[str] = []
+        for entry_id, fields in entries:
+            if not fields:
+                lost.append(entry_id)
+                continue
+            if not self._buffer_ids:
+                self._buffer_since = time.monotonic()
+            if isinstance(fields, list):
+                self._buffer.append_flat(entry_id, fields)
+            else:
+                self._buffer.append(entry_id, fields)
+            self._buffer_ids.append(entry_id)
+        if lost:
+            self._lost_ids.update(lost)
+            self.stats.lost += len(lost)
+            log.warning(
+                "%d pending events were trimmed from the stream before they were archived",
+                len(lost),
+                extra={"lost": len(lost), "first": lost[0], "last": lost[-1]},
+            )
+            self._unacked.extend(lost)
+
+    def _due(self, final: bool) -> bool:
+        if not self._buffer_ids:
+            return False
+        if final or len(self._buffer_ids) >= self.options.batch:
+            return True
+        return time.monotonic() - self._buffer_since >= self.options.flush_interval
+
+    def flush(self) -> None:
+        """Write the buffer durably, then acknowledge it (and anything still unacked)."""
+        if self._buffer_ids:
+            files = write_events(self.options.out, self._buffer)
+            self.stats.events += len(self._buffer_ids)
+            self.stats.files += len(files)
+            self.stats.flushes += 1
+            self._unacked.extend(self._buffer_ids)
+            self._buffer = EventColumns()
+            self._buffer_ids = []
+            self._ack()
+            self._lag()
+            log.info(
+                "archived events: %d in %d files, lag %s, pending %s, %.0f events/s",
+                self.stats.events,
+                self.stats.files,
+                self.stats.lag,
+                self.stats.pending,
+                self._rate(),
+                extra={
+                    "events": self.stats.events,
+                    "files": self.stats.files,
+                    "batch_files": len(files),
+                    "lag": self.stats.lag,
+                    "pending": self.stats.pending,
+                    "rate": round(self._rate(), 1),
+                },
+            )
+        else:
+            self._ack()
+
+    def _rate(self) -> float:
+        elapsed = time.monotonic() - self._started
+        return self.stats.events / elapsed if elapsed > 0 else 0.0
+
+    # -- phases --------------------------------------------------------------
+
+    def _recover_own(self) -> None:
+        """Re-read this consumer's pending entries (delivered, never acked)."""
+        position = "0"
+        while True:
+            entries = self._read(position, None)
+            if not entries:
+                return
+            self.stats.recovered += len(entries)
+            self._take(entries)
+            position = entries[-1][0]
+            if self._due(False):
+                self.flush()
+
+    def _claim_idle(self) -> None:
+        """Take over entries other consumers left pending for ``claim_idle`` seconds."""
+        if self.options.claim_idle <= 0:
+            return
+        self._last_claim = time.monotonic()
+        start = "0-0"
+        min_idle = int(self.options.claim_idle * 1000)
+        while True:
+            count = max(1, self.options.batch - len(self._buffer))
+            try:
+                reply = self.client.xautoclaim(
+                    keys.EVENTS,
+                    self.options.group,
+                    self.options.consumer,
+                    min_idle,
+                    start,
+                    count=count,
+                )
+            except redis.ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    return
+                raise
+            start, claimed = str(reply[0]), list(reply[1])
+            deleted = [
+                str(i) for i in (reply[2] if len(reply) > 2 else []) if str(i) not in self._lost_ids
+            ]
+            self._lost_ids.update(deleted)
+            if claimed:
+                self.stats.recovered += len(claimed)
+                log.info(
+                    "claimed %d idle pending events", len(claimed), extra={"claimed": len(claimed)}
+                )
+                self._take(claimed)
+            if deleted:
+                self.stats.lost += len(deleted)
+                log.warning(
+                    "%d pending events were trimmed from the stream before they were archived",
+                    len(deleted),
+                    extra={"lost": len(deleted)},
+                )
+            if self._due(False):
+                self.flush()
+            if start in ("0-0", "0"):
+                return
+
+    def run(
+        self,
+        *,
+        once: bool = False,
+        max_seconds: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> ArchiveStats:
+        """Archive until ``stop`` is set, ``max_seconds`` pass, or (``once``) the stream is drained.
+
+        Redis going away is retried with backoff, except with ``once`` where it
+        raises ``BackendUnavailable``. Whatever is buffered is flushed on the way out.
+        """
+        self._started = time.monotonic()
+        deadline = None if max_seconds is None else self._started + max_seconds
+        stop = stop or threading.Event()
+        delay = 0.1
+        recovered = False
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                try:
+                    if not recovered:
+                        self.ensure_group()
+                        self._recover_own()
+                        self._claim_idle()
+                        recovered = True
+                        log.info(
+                            "archive started: group %s, consumer %s, %d pending recovered",
+                            self.options.group,
+                            self.options.consumer,
+                            self.stats.recovered,
+                            extra={
+                                "group": self.options.group,
+                                "consumer": self.options.consumer,
+                                "out": str(self.options.out),
+                                "recovered": self.stats.recovered,
+                            },
+                        )
+                    if self._unacked:
+                        self._ack()
+                    if (
+                        self.options.claim_idle > 0
+                        and now - self._last_claim >= self.options.claim_idle
+                    ):
+                        self._claim_idle()
+                    entries = self._read(">", None if once else self._block(now, deadline))
+                    self._take(entries)
+                    drained = once and not entries
+                    if self._due(drained):
+                        self.flush()
+                    if drained:
+                        break
+                    delay = 0.1
+                except _UNAVAILABLE as exc:
+                    if once:
+                        raise BackendUnavailable("Redis is unavailable") from exc
+                    log.warning(
+                        "archive lost redis; retrying",
+                        extra={"error": type(exc).__name__, "retry_in": round(delay, 2)},
+                    )
+                    stop.wait(delay)
+                    delay = min(delay * 2, 5.0)
+            try:
+                self.flush()
+            except _UNAVAILABLE as exc:
+                raise BackendUnavailable("Redis is unavailable") from exc
+        finally:
+            self.stats.seconds = time.monotonic() - self._started
+        log.info(
+            "archive stopped: %d events in %d files, %d recovered, %d lost, lag %s",
+            self.stats.events,
+            self.stats.files,
+            self.stats.recovered,
+            self.stats.lost,
+            self.stats.lag,
+            extra={
+                "events": self.stats.events,
+                "files": self.stats.files,
+                "recovered": self.stats.recovered,
+                "lost": self.stats.lost,
+                "lag": self.stats.lag,
+                "seconds": round(self.stats.seconds, 3),
+            },
+        )
+        return self.stats
+
+    def _block(self, now: float, deadline: float | None) -> int:
+        wait = self.options.block_ms / 1000
+        if self._buffer_ids:
+            wait = min(wait, self._buffer_since + self.options.flush_interval - now)
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        return max(1, int(wait * 1000))

@@ -1,0 +1,179 @@
+"""The archive / pipeline commands: arguments, clear errors, synth and archive through the CLI.
+
+None of these start Spark: input is checked before the JVM would be launched.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import redis
+
+from gateway.pipeline.cli import add_commands
+from gateway.pipeline.store import read_events
+from gateway.supervisor import keys
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hero-gateway")
+    add_commands(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+def test_commands_register_with_funcs() -> None:
+    p = parser()
+    archive = p.parse_args(
+        ["archive", "--out", "x", "--once", "--max-seconds", "2", "--redis-url", "redis://h:1/0"]
+    )
+    assert callable(archive.func) and archive.once and archive.max_seconds == 2.0
+    assert archive.redis_url == "redis://h:1/0" and archive.batch == 10_000
+    run = p.parse_args(["pipeline", "run", "--master", "spark://h:7077", "--slo-wait", "5"])
+    assert callable(run.func) and run.master == "spark://h:7077" and run.slo_wait == 5.0
+    assert run.events == "events" and run.bucket == 3600 and run.redis_url is None
+    syn = p.parse_args(
+        ["pipeline", "synth", "--jobs", "10", "--distribution", "const", "--script-types", "a,b"]
+    )
+    assert callable(syn.func) and syn.script_types == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["archive", "--batch", "0"],
+        ["pipeline", "run", "--slo-wait", "-1"],
+        ["pipeline", "run", "--slo-quantile", "1.5"],
+        ["pipeline", "synth", "--rate", "0"],
+        ["pipeline", "synth", "--distribution", "weibull"],
+        ["pipeline"],
+    ],
+)
+def test_bad_flags_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """What ``hero-gateway <argv>`` runs after its own set-up (logging is left alone here)."""
+    args = parser().parse_args(argv)
+    rc = args.func(args)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    return rc, captured.out, captured.err
+
+
+def test_pipeline_run_reports_missing_and_empty_folders(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, _, err = run_cli(["pipeline", "run", "--events", str(tmp_path / "nope")], capsys)
+    assert rc == 2 and "events folder not found" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = run_cli(["pipeline", "run", "--events", str(tmp_path / "empty")], capsys)
+    assert rc == 2 and "no archived events" in err
+    (tmp_path / "file").write_text("x")
+    rc, _, err = run_cli(["pipeline", "run", "--events", str(tmp_path / "file")], capsys)
+    assert rc == 2 and "is not a folder" in err
+
+
+def test_pipeline_run_rejects_bad_times_and_outputs(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, _, _ = run_cli(["pipeline", "synth", "--out", str(tmp_path / "ev"), "--jobs", "5"], capsys)
+    assert rc == 0
+    rc, _, err = run_cli(
+        ["pipeline", "run", "--events", str(tmp_path / "ev"), "--since", "last tuesday"], capsys
+    )
+    assert rc == 2 and "not a time" in err
+    (tmp_path / "taken").write_text("x")
+    rc, _, err = run_cli(
+        ["pipeline", "run", "--events", str(tmp_path / "ev"), "--out", str(tmp_path / "taken")],
+        capsys,
+    )
+    assert rc == 2 and "is not a folder" in err
+
+
+def test_unreachable_redis_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "redis://:secret@127.0.0.1:1/0"
+    rc, _, err = run_cli(["archive", "--out", str(tmp_path), "--once", "--redis-url", url], capsys)
+    assert rc == 1 and "Redis is unavailable at redis://127.0.0.1:1/0" in err
+    assert "secret" not in err
+
+
+def test_synth_writes_the_archive_layout(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, out, _ = run_cli(
+        [
+            "pipeline",
+            "synth",
+            "--out",
+            str(tmp_path),
+            "--jobs",
+            "200",
+            "--rate",
+            "4",
+            "--actors",
+            "2",
+            "--seed",
+            "1",
+            "--start",
+            "2024-03-01T10:00:00Z",
+        ],
+        capsys,
+    )
+    assert rc == 0 and "800 events for 200 jobs" in out
+    assert read_events(tmp_path).num_rows == 800
+    assert (tmp_path / "date=2024-03-01" / "hour=10").is_dir()
+
+
+def test_synth_to_redis_then_archive(
+    redis_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, _, _ = run_cli(
+        [
+            "pipeline",
+            "synth",
+            "--to-redis",
+            "--redis-url",
+            redis_url,
+            "--jobs",
+            "50",
+            "--rate",
+            "10",
+            "--script-types",
+            "python,osis",
+        ],
+        capsys,
+    )
+    assert rc == 0
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    assert client.xlen(keys.EVENTS) == 400
+    rc, _, err = run_cli(
+        [
+            "archive",
+            "--out",
+            str(tmp_path),
+            "--once",
+            "--redis-url",
+            redis_url,
+            "--batch",
+            "150",
+            "--log-format",
+            "text",
+        ],
+        capsys,
+    )
+    assert rc == 0 and "archived 400 events" in err
+    assert read_events(tmp_path).num_rows == 400
+    assert client.xpending(keys.EVENTS, "archive")["pending"] == 0
+    client.close()
