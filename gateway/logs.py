@@ -32,12 +32,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """Human-readable lines that still carry the structured fields (job_id=…)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(
+            f"{k}={v}"
+            for k, v in vars(record).items()
+            if k not in _STANDARD and not k.startswith("_")
+        )
+        line = super().format(record)
+        return f"{line} {fields}" if fields else line
+
+
 def setup(level: str = "info", fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
