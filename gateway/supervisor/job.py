@@ -51,7 +51,7 @@ _NULLABLE = (
     "updated_at",
 )
 #: Hash fields that are ours and internal; never shown to clients.
-_PRIVATE = ("ctl",)
+_PRIVATE = ("ctl", "lease")
 
 
 @dataclass(frozen=True)
