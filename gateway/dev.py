@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from gateway.config import add_arguments, resolve
+from gateway.config import SETTINGS, add_arguments, resolve
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.paths import state_dir
 
@@ -38,6 +38,17 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
         proc.wait()
 
 
+def child_environment(args: argparse.Namespace, redis_url: str) -> dict[str, str]:
+    """The environment for the children: ``dev``'s own flags become HERO_* variables,
+    so ``dev --port 9000`` really serves on 9000."""
+    env = dict(os.environ, HERO_REDIS_URL=redis_url)
+    for setting in SETTINGS:
+        value = getattr(args, setting.name, None)
+        if value is not None and setting.name != "redis_url":
+            env[setting.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+    return env
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     config = resolve(args)
     embedded: EmbeddedRedis | None = None
@@ -56,7 +67,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             embedded = EmbeddedRedis(state_dir() / "redis", port=args.redis_port).start()
             redis_url = embedded.url
             print(f"redis     {redis_url}  (embedded, data in {embedded.data_dir})", flush=True)
-        env = dict(os.environ, HERO_REDIS_URL=redis_url)
+        env = child_environment(args, redis_url)
         if args.with_gateway:
             children.append(_child("serve", env=env))
             print(f"gateway   http://{config.host}:{config.port}/", flush=True)

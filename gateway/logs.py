@@ -12,7 +12,12 @@ import sys
 import time
 from typing import Any
 
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+#: Record attributes that are not structured fields (uvicorn adds color_message, with ANSI codes).
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -21,6 +21,8 @@ _QUEUE_LABELS = ("queue", "script_type", "group", "instance", "priority")
 
 
 class Metrics:
+    content_type = CONTENT_TYPE
+
     def __init__(self, supervisor: Supervisor) -> None:
         self._sup = supervisor
         supervisor.add_event_listener(self.on_events)

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
 from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.worker import ActorLink
 from tests.conftest import ROOT
 from tests.helpers import eventually, job
 
@@ -314,3 +315,24 @@ async def test_purge_clears_ended_jobs_only(fsup: Supervisor, actors: Any) -> No
     assert await fsup.purge("finished") == {"deleted": 1}
     assert [j["id"] for j in (await fsup.list_jobs())["jobs"]] == ["fresh"]
     assert await fsup.purge("finished", older_than=3600) == {"deleted": 0}
+
+
+async def test_actor_adopts_jobs_it_holds_but_is_not_running(
+    fsup: Supervisor, fast: Config, actors: Any
+) -> None:
+    """A claim whose reply never arrived (Redis dropped the connection after
+    running the call), or a restarted process with the same instance name."""
+    await fsup.start((await fsup.create(job("lost", script_type="osis", job_id="lost")))["job_id"])
+    ghost = ActorLink(fast, "osis", "g", "same")
+    await ghost.open()
+    [claimed] = await ghost.cycle([], 1)  # claimed, then the reply is "lost"
+    assert claimed.job_id == "lost"
+    actor = Actor(fast, group="g", instance="same")
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    actors(actor)
+    assert (await fsup.output("lost", wait=20))["output"] == "lost"
+    await ghost.close()

@@ -111,21 +111,29 @@ class Actor:
             done.append(Outcome(job_id, "stopped", "", "stopped") if cancelled else task.result())
             link.poke()
 
+        def launch(jobs: list[Claimed]) -> None:
+            for job in jobs:
+                task = asyncio.create_task(self._execute(link, handler, job))
+                running[job.job_id] = task
+                task.add_done_callback(functools.partial(finished, job.job_id))
+
+        adopt = True  # held jobs of an earlier process with this name
         try:
             while not (self._stopping.is_set() and not running and not done):
                 want = 0 if self._stopping.is_set() else self.concurrency - len(running)
                 if done or want:
                     outcomes, done[:] = list(done), []
                     try:
+                        if adopt:
+                            launch(await link.adopt(running))
+                            adopt = False
                         claimed = await link.cycle(outcomes, want)
                     except UNAVAILABLE:
                         done[:0] = outcomes  # keep them; report once Redis is back
+                        adopt = True  # the cycle may have claimed jobs whose reply was lost
                         await asyncio.sleep(0.5)
                         continue
-                    for job in claimed:
-                        task = asyncio.create_task(self._execute(link, handler, job))
-                        running[job.job_id] = task
-                        task.add_done_callback(functools.partial(finished, job.job_id))
+                    launch(claimed)
                     if claimed and len(claimed) == want:
                         continue  # maybe more queued
                 if done:

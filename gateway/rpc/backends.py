@@ -9,7 +9,7 @@ coroutine functions (e.g. the supervisor's ``@guarded``) fit too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -99,6 +99,74 @@ class KeyVerifier(Protocol):
 
     def verify(self, key: str) -> Awaitable[Mapping[str, Any] | None]:
         """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
+        ...
+
+
+class KeyStore(KeyVerifier, Protocol):
+    """What the server needs of the key store: verify a key, and whether any
+    key exists (a server with keys requires every client to authenticate)."""
+
+    def exist(self) -> Awaitable[bool]:
+        """True once at least one API key exists."""
+        ...
+
+
+#: An events-stream entry as the supervisor hands it over: every value a
+#: string, ``id`` its stream id. ``subscriptions.contract_event`` shapes it.
+RawEvent = dict[str, str]
+
+
+class EventFeed(Protocol):
+    """One subscription held by the supervisor (``gateway.supervisor.Subscription``).
+
+    Iterating yields matching events in stream order and ends when the feed is
+    closed; it raises when the subscriber fell behind its bounded buffer, and
+    then ``overflowed`` is true (the exception class lives below this layer)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def overflowed(self) -> bool: ...
+
+    def __aiter__(self) -> AsyncIterator[RawEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class EventSource(Protocol):
+    """Live job events, fed by the supervisor's one events reader per process."""
+
+    def subscribe(
+        self,
+        *,
+        job_ids: JobIds | None = None,
+        script_type: str | None = None,
+        since: str | None = None,
+    ) -> Awaitable[EventFeed]:
+        """A new feed; ``since`` (a stream id) replays what came after it first."""
+        ...
+
+    def unsubscribe(self, subscription_id: str) -> bool:
+        """Close a feed; false if there is none with that id."""
+        ...
+
+
+class MetricsSink(Protocol):
+    """Where call latencies go and ``GET /metrics`` comes from (gateway/metrics.py)."""
+
+    content_type: str
+
+    def observe_call(self, method: str, seconds: float, error_code: int | None) -> None: ...
+
+    async def render(self) -> bytes: ...
+
+
+class ServedSupervisor(Supervisor, EventSource, Protocol):
+    """Everything the running server asks of the supervisor."""
+
+    def ping(self) -> Awaitable[bool]:
+        """Whether Redis answers (never raises)."""
         ...
 
 

@@ -10,6 +10,7 @@ traceback and answered as a bare -32603.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -29,6 +30,9 @@ log = logging.getLogger("gateway.rpc")
 Handler = Callable[[dict[str, Any], CallContext], Awaitable[Any]]
 Methods = Mapping[str, Handler]
 
+#: Told every served call's method, duration (s) and error code (None: success).
+Observer = Callable[[str, float, int | None], None]
+
 
 class Dispatcher:
     """A method table bound to the contract.
@@ -39,7 +43,14 @@ class Dispatcher:
     result schema too (for tests: a mismatch is a server bug, answered -32603).
     """
 
-    def __init__(self, methods: Methods, *, check_results: bool = False) -> None:
+    def __init__(
+        self,
+        methods: Methods,
+        *,
+        check_results: bool = False,
+        observe: Observer | None = None,
+    ) -> None:
+        self._observe = observe
         self._methods = dict(methods)
         self._params = {name: ParamsValidator(name) for name in self._methods}
         self._results: dict[str, Draft202012Validator] = {}
@@ -60,10 +71,20 @@ class Dispatcher:
         return None if element.notification else response
 
     async def call(self, request: Request, ctx: CallContext) -> Response:
+        started = time.perf_counter()
+        response = await self._call(request, ctx)
+        if self._observe is not None and request.method in self._methods:
+            code = response.code if isinstance(response, Failure) else None
+            self._observe(request.method, time.perf_counter() - started, code)
+        return response
+
+    async def _call(self, request: Request, ctx: CallContext) -> Response:
         handler = self._methods.get(request.method)
         if handler is None:
             return Failure(
-                request.id, codes.METHOD_NOT_FOUND, codes.METHOD_NOT_FOUND_MESSAGE,
+                request.id,
+                codes.METHOD_NOT_FOUND,
+                codes.METHOD_NOT_FOUND_MESSAGE,
                 {"method": request.method},
             )
         try:
@@ -86,8 +107,5 @@ class Dispatcher:
             return
         found = problems(validator, result)
         if found:
-            log.error(
-                "rpc result breaks the contract", extra={"method": method, "problems": found}
-            )
+            log.error("rpc result breaks the contract", extra={"method": method, "problems": found})
             raise HeroError()
-

@@ -107,9 +107,7 @@ def encode_response(response: Response) -> str:
     try:
         return _dumps(_wire(response))
     except (TypeError, ValueError, RecursionError):
-        log.error(
-            "rpc response not serialisable", extra={"response_type": type(response).__name__}
-        )
+        log.error("rpc response not serialisable", extra={"response_type": type(response).__name__})
     if isinstance(response, Failure) and response.data is not None:
         return encode_response(Failure(response.id, response.code, response.message))
     return _dumps(_wire(Failure(response.id, codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE)))

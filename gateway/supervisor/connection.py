@@ -29,8 +29,14 @@ T = TypeVar("T")
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
-def pooled(url: str, max_connections: int, name: str) -> aioredis.Redis:
-    """A shared pool; ``name`` (CLIENT SETNAME) tells operators who holds a connection."""
+def pooled(url: str, max_connections: int, name: str, *, resend: bool = True) -> aioredis.Redis:
+    """A shared pool; ``name`` (CLIENT SETNAME) tells operators who holds a connection.
+
+    ``resend``: retry a command once more on a connection error, which mostly
+    means a pooled socket went stale across a Redis restart (the command never
+    ran). The actor turns it off: a re-sent ``hero_cycle`` whose first reply
+    was lost would claim twice, so it recovers its held jobs itself instead.
+    """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         client_name=f"hero-gateway/{name}",
@@ -39,7 +45,7 @@ def pooled(url: str, max_connections: int, name: str) -> aioredis.Redis:
         decode_responses=True,
         socket_connect_timeout=2,
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2 if resend else 0),
         retry_on_error=[RedisConnectionError],
     )
     return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it

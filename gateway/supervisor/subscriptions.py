@@ -41,6 +41,7 @@ class Subscription:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
         self._held: list[Event] | None = None  # live events parked while replaying
         self._replay: asyncio.Task[None] | None = None
+        self._floor = (0, 0)  # events at or before this id were already delivered by replay
         self.overflowed = False
         self.closed = False
 
@@ -51,7 +52,7 @@ class Subscription:
 
     def offer(self, event: Event) -> None:
         """A live event: buffered, parked while a replay runs, or the end of a slow subscriber."""
-        if self.closed:
+        if self.closed or stream_id(event["id"]) <= self._floor:
             return
         if self._held is not None and len(self._held) < self._queue.maxsize:
             self._held.append(event)
@@ -145,9 +146,9 @@ class Subscriptions:
             sub.close()
             return
         held, sub._held = sub._held or [], None
+        sub._floor = last  # the reader may still hand over entries the replay sent
         for event in held:
-            if stream_id(event["id"]) > last:
-                sub.offer(event)
+            sub.offer(event)
 
     def unsubscribe(self, subscription_id: str) -> bool:
         sub = self._subs.pop(subscription_id, None)

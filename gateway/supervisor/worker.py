@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,11 @@ from gateway.supervisor import connection, keys, library, presence
 from gateway.supervisor.events import last_id
 
 log = logging.getLogger("gateway.supervisor.worker")
+
+
+#: What hero_cycle returns per claimed job, after its id (same order as CLAIM_FIELDS in hero.lua).
+CLAIM_FIELDS = ("script", "script_type", "timeout", "env_vars", "caller_id", "context_id",
+                "attempt", "retries")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ class ActorLink:
             "version": __version__,
             "capabilities": list(capabilities),
         }
-        self.redis = connection.pooled(config.redis, 2, "actor")
+        self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
         self._waker = connection.BlockingReader(config.redis, "actor-waker")
         self._control = connection.BlockingReader(config.redis, "actor-control")
         self._on_stop = on_stop
@@ -143,6 +148,24 @@ class ActorLink:
             self.redis, self._config, "hero_cycle", *args, key_names=self._cycle_keys
         )
         return [Claimed.from_row(row) for row in rows]
+
+    async def adopt(self, running: Collection[str]) -> list[Claimed]:
+        """Jobs this instance holds as started but is not running: a cycle whose
+        reply was lost (Redis went away mid-call), or a previous process with the
+        same instance name. They are run again (the finish stays exactly-once)."""
+        held: list[str] = await self.redis.lrange(self._held, 0, -1)
+        orphans = [job_id for job_id in held if job_id not in running]
+        if not orphans:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in orphans:
+                pipe.hmget(keys.job(job_id), "status", "actor", *CLAIM_FIELDS)
+            rows = await pipe.execute()
+        return [
+            Claimed.from_row([job_id, *row[2:]])
+            for job_id, row in zip(orphans, rows, strict=True)
+            if row[0] == "started" and row[1] == self.name
+        ]
 
     async def wait_for_work(self) -> None:
         await self._work.wait()

@@ -167,15 +167,15 @@ local function fail_attempt(ctx, id, old, status, err, extra)
     redis.call('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
     return 'retrying'
   end
-  local final = status
-  if retries > 0 then
-    final = 'dlq'
+  local final = retries > 0 and 'dlq' or status
+  for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
+  local event_id = set_status(ctx, id, old, final, fields, err)
+  if final == 'dlq' then
+    -- the entry is named by its dlq event, so it can be found in the stream
     redis.call('LPUSH', DLQ .. f[3], cjson.encode({
-      job_id = id, reason = 'attempts exhausted (last: ' .. status .. ')',
+      id = event_id, job_id = id, reason = 'attempts exhausted (last: ' .. status .. ')',
       error = err, attempt = attempt, ts = ctx.ms}))
   end
-  for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
-  set_status(ctx, id, old, final, fields, err)
   local rk = REPLY .. id
   redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
   if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end

@@ -1,0 +1,235 @@
+"""The ASGI app: JSON-RPC over WebSocket and HTTP POST, the contract, health.
+
+    /ws             JSON-RPC 2.0 over WebSocket (subscriptions need it)
+    /rpc            JSON-RPC 2.0 over HTTP POST (one frame per request)
+    /openrpc.json   the contract (also ``rpc.discover``)
+    /healthz        200 {"status": "ok", "redis": true}, else 503
+
+``GET /`` and a few static files are the web page (``gateway.web``). The
+app never builds the supervisor itself (this package does not import redis):
+``open_services`` is an async context manager handed in by the caller
+(``gateway.server``), entered in the lifespan, so the supervisor lives
+exactly as long as the app.
+
+Shutdown is two-step because uvicorn closes WebSockets at once (1012 without
+waiting for anything): the server calls ``Gateway.drain`` first, which lets
+every in-flight call answer and then closes each socket with 1012 itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from gateway import contract
+from gateway.errors import HeroError, Unauthenticated
+from gateway.rpc.backends import KeyStore, MetricsSink, ServedSupervisor
+from gateway.rpc.context import CallContext
+from gateway.rpc.credentials import Authenticator
+from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit, answer
+from gateway.rpc.messages import Failure
+from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
+from gateway.rpc.websocket import Connection
+from gateway.web import web_routes
+
+log = logging.getLogger("gateway.rpc.app")
+
+#: Seconds /healthz waits for Redis before calling it down.
+HEALTH_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the transport enforces (from ``gateway.config``)."""
+
+    max_message_bytes: int = 1_048_576
+    max_inflight: int = 64
+    #: Never serve unauthenticated clients, even with no keys (non-loopback listeners).
+    require_keys: bool = False
+    #: Validate results against the contract (tests).
+    check_results: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the app calls: the supervisor, and the key store (None: no auth at all)."""
+
+    supervisor: ServedSupervisor
+    keys: KeyStore | None = None
+    metrics: MetricsSink | None = None
+
+
+OpenServices = Callable[[], AbstractAsyncContextManager[Services]]
+
+
+class Gateway:
+    """The app and its live state (connections, draining)."""
+
+    def __init__(self, open_services: OpenServices, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._open_services = open_services
+        self._services: Services | None = None
+        self._auth: Authenticator | None = None
+        self._connections: set[Connection] = set()
+        self.draining = False
+        self.app = Starlette(
+            routes=[
+                WebSocketRoute("/ws", self._websocket),
+                Route("/rpc", self._http_rpc, methods=["POST"]),
+                Route("/openrpc.json", self._openrpc, methods=["GET"]),
+                Route("/healthz", self._healthz, methods=["GET"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+                *web_routes(),  # GET / : the page (gateway/web)
+            ],
+            lifespan=self._lifespan,
+        )
+
+    @property
+    def connections(self) -> int:
+        return len(self._connections)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with self._open_services() as services:
+            self._services = services
+            self._auth = Authenticator(
+                services.supervisor,
+                services.keys,
+                require_keys=self.limits.require_keys,
+                check_results=self.limits.check_results,
+                observe=services.metrics.observe_call if services.metrics else None,
+            )
+            await self._auth.keys_required()  # learn whether keys exist before the first client
+            try:
+                yield
+            finally:
+                await self.drain(0)
+                self._auth = None
+                self._services = None
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking new calls, give in-flight ones ``grace`` seconds, close with 1012."""
+        self.draining = True
+        connections = list(self._connections)
+        if connections:
+            log.info("draining connections", extra={"connections": len(connections)})
+            await asyncio.gather(*(c.drain(grace) for c in connections))
+
+    def _ready(self) -> tuple[Services, Authenticator]:
+        if self._services is None or self._auth is None:
+            raise RuntimeError("the gateway app runs only inside its lifespan")
+        return self._services, self._auth
+
+    # -- WebSocket -----------------------------------------------------------------
+
+    async def _websocket(self, ws: WebSocket) -> None:
+        services, auth = self._ready()
+        try:
+            mode = await auth.mode(ws.headers.get("authorization"))
+        except HeroError as exc:
+            await ws.send_denial_response(_http_error(exc))
+            return
+        await ws.accept()
+        connection = Connection(
+            ws,
+            mode,
+            auth,
+            services.supervisor,
+            max_message_bytes=self.limits.max_message_bytes,
+            max_inflight=self.limits.max_inflight,
+            draining=lambda: self.draining,
+        )
+        self._connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            self._connections.discard(connection)
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    async def _http_rpc(self, request: Request) -> Response:
+        """One frame per POST. Answers are 200 with the JSON-RPC reply (errors
+        included), 204 when the frame held only notifications; a body over the
+        size limit is 413 and a bad Authorization header 401, each with a
+        JSON-RPC error object as body."""
+        _, auth = self._ready()
+        body = await _read_body(request, self.limits.max_message_bytes)
+        if body is None:
+            return _json_error(
+                413, -32600, "Request too large", {"limit": self.limits.max_message_bytes}
+            )
+        try:
+            mode = await auth.mode(request.headers.get("authorization"))
+        except HeroError as exc:
+            return _http_error(exc)
+        frame = parse_frame(body)
+        refuse = SHUTTING_DOWN_MESSAGE if self.draining else None
+        elements, _ = admit(frame, Budget(self.limits.max_inflight), refuse)
+        responses = await answer(elements, mode.dispatcher, CallContext(mode.identity))
+        text = encode_reply(frame, responses)
+        if text is None:
+            return Response(status_code=204)
+        return Response(text, media_type="application/json")
+
+    async def _openrpc(self, request: Request) -> Response:
+        return JSONResponse(contract.document())
+
+    async def _metrics(self, request: Request) -> Response:
+        """Prometheus exposition; open like /healthz, so scrapers need no key."""
+        services, _ = self._ready()
+        if services.metrics is None:
+            return PlainTextResponse("metrics are not enabled\n", status_code=404)
+        try:
+            body = await services.metrics.render()
+        except HeroError as exc:  # Redis away: say so, as /healthz does
+            return PlainTextResponse(f"{exc.message}\n", status_code=503)
+        return Response(body, media_type=services.metrics.content_type)
+
+    async def _healthz(self, request: Request) -> Response:
+        services, _ = self._ready()
+        try:
+            ok = await asyncio.wait_for(services.supervisor.ping(), HEALTH_TIMEOUT)
+        except TimeoutError:
+            ok = False
+        body = {"status": "ok" if ok else "unavailable", "redis": ok}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it is known to exceed ``limit`` (never read past it)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _http_error(exc: HeroError) -> Response:
+    """A refused connection or request: 401 for a bad key, 503 when Redis is down."""
+    status = 401 if isinstance(exc, Unauthenticated) else 503
+    response = _json_error(status, exc.code, exc.message)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="hero-gateway"'
+    return response
+
+
+def _json_error(status: int, code: int, message: str, data: Any = None) -> Response:
+    text = encode_response(Failure(None, code, message, data))
+    return Response(text, status_code=status, media_type="application/json")

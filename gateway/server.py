@@ -1,0 +1,243 @@
+"""``hero-gateway serve`` and ``hero-gateway keys``: where rpc meets the supervisor.
+
+``gateway.rpc`` never imports redis, so something has to build the
+supervisor and the key store and hand them to the app: this module, the only
+one that imports both sides. It also runs uvicorn with a shutdown that drains
+the app before uvicorn drops its WebSockets, and refuses to listen beyond
+loopback when no API key exists (unless ``--insecure``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import socket
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import uvicorn
+
+from gateway.config import Config, add_arguments, resolve
+from gateway.errors import HeroError
+from gateway.metrics import Metrics
+from gateway.rpc.app import Gateway, Limits, Services
+from gateway.supervisor import Supervisor
+from gateway.supervisor.auth import SCOPES, KeyStore
+from gateway.supervisor.connection import pooled
+
+log = logging.getLogger("gateway.server")
+
+#: Exit codes of ``serve`` besides 0.
+EXIT_REDIS = 1
+EXIT_REFUSED = 2
+
+
+# -- serve ---------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def services(config: Config) -> AsyncIterator[Services]:
+    """The supervisor and the key store, for the app's lifespan."""
+    sup = await Supervisor.connect(config)
+    try:
+        yield Services(supervisor=sup, keys=KeyStore(sup.redis), metrics=Metrics(sup))
+    finally:
+        await sup.close()
+
+
+def limits(config: Config) -> Limits:
+    return Limits(
+        max_message_bytes=config.max_message_bytes,
+        max_inflight=config.max_inflight,
+        require_keys=not config.insecure and not is_loopback(config.host),
+        check_results=config.check_results,
+    )
+
+
+def build(config: Config) -> Gateway:
+    """The app for ``config`` (its supervisor connects when the lifespan starts)."""
+    return Gateway(lambda: services(config), limits(config))
+
+
+class _DenialNoise(logging.Filter):
+    """Drops the error uvicorn logs after a refused WebSocket upgrade.
+
+    Refusing an upgrade (401 for a bad key) is a complete answer, but uvicorn's
+    sans-I/O WebSocket protocol still logs "ASGI callable returned without
+    completing handshake" at error level for it. This app always accepts or
+    refuses, so the line carries no information; an operator would read every
+    bad key as a server error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "returned without completing handshake" not in record.getMessage()
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, but on shutdown the app drains before uvicorn closes sockets:
+    stop accepting, let in-flight calls answer (up to ``grace``), close 1012."""
+
+    def __init__(self, config: uvicorn.Config, gateway: Gateway, grace: float) -> None:
+        super().__init__(config)
+        self._gateway = gateway
+        self._grace = grace
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in getattr(self, "servers", []):
+            server.close()  # no new connections while draining
+        await self._gateway.drain(self._grace)
+        await super().shutdown(sockets)
+
+
+def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
+    return uvicorn.Config(
+        gateway.app,
+        host=config.host,
+        port=config.port,
+        ws="websockets-sansio",
+        ws_max_size=config.max_message_bytes,
+        ws_ping_interval=config.ping_interval or None,
+        ws_ping_timeout=config.ping_timeout or None,
+        lifespan="on",
+        log_config=None,  # keep gateway.logs' handler (JSON lines)
+        timeout_graceful_shutdown=max(1, int(config.shutdown_grace) + 5),
+    )
+
+
+async def preflight(config: Config) -> str | None:
+    """Why the server must not start, or None. Checked before binding so the
+    operator gets one clear line, not a lifespan traceback."""
+    client = pooled(config.redis, 1, "preflight")
+    try:
+        try:
+            keys_exist = await KeyStore(client).exist()
+        except HeroError:
+            return f"Redis unreachable at {redact(config.redis)}"
+    finally:
+        await client.aclose()
+    if not keys_exist and not config.insecure and not is_loopback(config.host):
+        return (
+            f"refusing to listen on {config.host}: no API key exists, so anyone who can "
+            "reach it could run jobs. Create one (hero-gateway keys create --name N "
+            "--scope admin) or pass --insecure."
+        )
+    return None
+
+
+async def serve(config: Config) -> int:
+    refused = await preflight(config)
+    if refused is not None:
+        print(f"hero-gateway serve: {refused}", file=sys.stderr)
+        return EXIT_REDIS if refused.startswith("Redis") else EXIT_REFUSED
+    gateway = build(config)
+    logging.getLogger("uvicorn.error").addFilter(_DenialNoise())
+    server = DrainingServer(uvicorn_config(config, gateway), gateway, config.shutdown_grace)
+    await server.serve()
+    return 0 if server.started else EXIT_REDIS
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    return asyncio.run(serve(resolve(args)))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only ever means this machine (a name must resolve to
+    loopback addresses only; one that does not resolve is not loopback)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def redact(url: str) -> str:
+    """A Redis URL fit for a message: the password replaced."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:" if parts.username else ":"
+    return urlunsplit(parts._replace(netloc=f"{user}***@{netloc}"))
+
+
+# -- keys ------------------------------------------------------------------------------
+
+
+async def _keys(config: Config, action: str, args: argparse.Namespace) -> int:
+    client = pooled(config.redis, 1, "keys")
+    store = KeyStore(client)
+    try:
+        if action == "create":
+            key = await store.create(args.name, args.scope, args.caller_id)
+            print(key)
+            print(
+                f"API key {args.name!r} ({args.scope}) created. It is shown only now: "
+                "store it somewhere safe.",
+                file=sys.stderr,
+            )
+        elif action == "list":
+            entries = await store.list_keys()
+            if args.json:
+                print(json.dumps(entries))
+            else:
+                for e in entries:
+                    print(f"{e['name']}\t{e['scope']}\t{e['caller_id'] or '-'}\t{e['created_at']}")
+        else:
+            if not await store.revoke(args.name):
+                print(f"no API key named {args.name!r}", file=sys.stderr)
+                return 1
+            print(f"API key {args.name!r} revoked.", file=sys.stderr)
+    except HeroError as exc:
+        what = f"Redis unreachable at {redact(config.redis)}" if exc.code == -32007 else exc.message
+        print(f"hero-gateway keys {action}: {what}", file=sys.stderr)
+        return 1
+    finally:
+        await client.aclose()
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    return asyncio.run(_keys(resolve(args), args.action, args))
+
+
+# -- CLI -------------------------------------------------------------------------------
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``serve`` and ``keys`` (called by ``gateway.cli``)."""
+    p = sub.add_parser("serve", help="run the JSON-RPC gateway (WebSocket /ws, HTTP /rpc)")
+    add_arguments(p, "serve")
+    p.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys")
+    actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    create = actions.add_parser("create", help="make a key and print it (once)")
+    create.add_argument("--name", required=True, help="unique name, used to revoke it")
+    create.add_argument("--scope", required=True, choices=SCOPES, help="user or admin")
+    create.add_argument(
+        "--caller-id", help="the caller a user key acts as (required for --scope user)"
+    )
+    add_arguments(create, "keys")
+    create.set_defaults(func=cmd_keys)
+
+    listing = actions.add_parser("list", help="list keys (names and scopes, never secrets)")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    add_arguments(listing, "keys")
+    listing.set_defaults(func=cmd_keys)
+
+    revoke = actions.add_parser("revoke", help="delete a key by name")
+    revoke.add_argument("--name", required=True)
+    add_arguments(revoke, "keys")
+    revoke.set_defaults(func=cmd_keys)

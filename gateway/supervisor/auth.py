@@ -1,0 +1,158 @@
+"""API keys, stored in Redis as hashes of the key only.
+
+A key is shown once, when it is made; Redis holds ``sha256(key)`` as the name
+of a hash (``keys.api_key``) with the key's name, scope, caller_id and
+created_at, plus one set of every hash (``keys.API_KEYS``) for listing and for
+"does any key exist" (which decides whether the gateway requires auth).
+Plain sha256 is enough here: keys are 256 random bits, not passwords, so
+there is nothing to brute-force; a slow hash would only make every
+connection slower.
+
+Names are unique, so an operator can revoke a key by the name they gave it.
+Nothing in this module logs or raises a key or a hash: error messages name
+the key's *name* at most.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from gateway.errors import InvalidParams
+from gateway.supervisor import keys
+from gateway.supervisor.connection import guarded
+
+Scope = Literal["user", "admin"]
+SCOPES: tuple[Scope, ...] = ("user", "admin")
+
+#: Recognisable prefix, so secret scanners and humans can tell what leaked.
+KEY_PREFIX = "hgk_"
+_CREATE_ATTEMPTS = 10
+
+
+def digest(key: str) -> str:
+    """The stored form of a key."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+class KeyStore:
+    """Create, verify, list and revoke API keys (``gateway.rpc`` sees only
+    ``verify`` and ``exist``, through its ``KeyStore`` protocol)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._redis = client
+
+    @guarded
+    async def create(self, name: str, scope: str, caller_id: str | None = None) -> str:
+        """A new key (returned once, never stored). A user key needs a caller_id;
+        the name must be unused."""
+        _check_ident("name", name)
+        if scope not in SCOPES:
+            raise InvalidParams(f"scope must be one of {', '.join(SCOPES)}")
+        if caller_id is not None:
+            _check_ident("caller_id", caller_id)
+        if scope == "user" and not caller_id:
+            raise InvalidParams("a user key needs a caller_id")
+        key = new_key()
+        fields: dict[Any, Any] = {
+            "name": name,
+            "scope": scope,
+            "caller_id": caller_id or "",
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        # WATCH the set of hashes: two concurrent creates with one name cannot both pass.
+        for _ in range(_CREATE_ATTEMPTS):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(keys.API_KEYS)
+                    if name in await self._names(pipe):
+                        raise InvalidParams(f"an API key named {name!r} exists already")
+                    cast(Any, pipe).multi()  # untyped in redis-py
+                    pipe.hset(keys.api_key(digest(key)), mapping=fields)
+                    pipe.sadd(keys.API_KEYS, digest(key))
+                    await pipe.execute()
+                    return key
+                except WatchError:
+                    continue
+        raise InvalidParams("API keys are changing too fast; try again")
+
+    @guarded
+    async def verify(self, key: str) -> dict[str, Any] | None:
+        """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
+        if not key.startswith(KEY_PREFIX) or len(key) > 256:
+            return None
+        found = await self._redis.hgetall(keys.api_key(digest(key)))
+        if not found or found.get("scope") not in SCOPES:
+            return None
+        return {
+            "name": found.get("name", ""),
+            "scope": cast(Scope, found["scope"]),
+            "caller_id": found.get("caller_id") or None,
+        }
+
+    @guarded
+    async def exist(self) -> bool:
+        """Whether any key exists (then every client must authenticate)."""
+        return bool(await self._redis.scard(keys.API_KEYS))
+
+    @guarded
+    async def list_keys(self) -> list[dict[str, Any]]:
+        """Every key's name, scope, caller_id and created_at (never the key or its hash)."""
+        rows = await self._rows(self._redis)
+        listed = [
+            {
+                "name": row.get("name", ""),
+                "scope": row.get("scope", ""),
+                "caller_id": row.get("caller_id") or None,
+                "created_at": row.get("created_at", ""),
+            }
+            for _, row in rows
+        ]
+        return sorted(listed, key=lambda k: str(k["name"]))
+
+    @guarded
+    async def revoke(self, name: str) -> bool:
+        """Delete the key with this name; false when there is none."""
+        hashes = [h for h, row in await self._rows(self._redis) if row.get("name") == name]
+        if not hashes:
+            return False
+        async with self._redis.pipeline(transaction=True) as pipe:
+            for h in hashes:
+                pipe.delete(keys.api_key(h))
+                pipe.srem(keys.API_KEYS, h)
+            await pipe.execute()
+        return True
+
+    async def _names(self, client: Any) -> set[str]:
+        return {row.get("name", "") for _, row in await self._rows(client)}
+
+    @staticmethod
+    async def _rows(client: Any) -> list[tuple[str, dict[str, str]]]:
+        """(hash, fields) of every listed key; a hash whose fields are gone is skipped.
+
+        ``client`` is the Redis client or a WATCHing pipeline (immediate mode),
+        which is why this reads one hash at a time: there are few keys."""
+        hashes = sorted(await client.smembers(keys.API_KEYS))
+        rows = []
+        for h in hashes:
+            row = await client.hgetall(keys.api_key(h))
+            if row:
+                rows.append((str(h), dict(row)))
+        return rows
+
+
+def _check_ident(what: str, value: str) -> None:
+    if not re.match(keys.IDENT_PATTERN, value):
+        raise InvalidParams(
+            f"{what} must be letters, digits, '_', '.', '-' (at most 128 characters)"
+        )
