@@ -13,12 +13,17 @@ APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 setup: system-deps $(STAMP)
 
 # System packages, only when missing: redis-server (the embedded default and
-# the tests), Java (PySpark), python3-venv (Debian splits it out).
+# the tests), Java (PySpark), python3-venv (Debian splits it out), Node and npm
+# (the JS client and OpenRPC ecosystem tests), Chromium (the browser test,
+# driven by Playwright; Playwright's own browser downloads are never used).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(APT) update -qq && $(APT) install -y -qq $$missing; \

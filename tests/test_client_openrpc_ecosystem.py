@@ -1,0 +1,53 @@
+"""The OpenRPC ecosystem's own tools judge the served contract.
+
+tests/test_contract.py validates the document against the vendored meta-schema
+in Python; here the reference implementations do it over the wire, as any
+OpenRPC consumer would: ``@open-rpc/client-js`` fetches ``rpc.discover`` over
+WebSocket from a real gateway, ``@open-rpc/schema-utils-js`` validates and
+dereferences it and checks a call's params, and a ``job.run`` made through
+client-js comes back finished from a real actor. Needs node and npm (the test
+runs ``npm ci`` in tests/node once); skipped, saying so, where node is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from gateway.actor import Actor
+from tests.test_client_harness import (
+    NODE_DIR,
+    RunningGateway,
+    gateway,
+    node_modules,
+    node_or_skip,
+    python_actor,
+)
+
+__all__ = ["gateway", "node_modules", "python_actor"]  # fixtures, imported for pytest
+
+
+async def test_served_contract_passes_the_openrpc_tools(
+    gateway: RunningGateway, python_actor: Actor, node_modules: Path
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        node_or_skip(),
+        "openrpc_check.mjs",
+        gateway.ws_url,
+        cwd=NODE_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert out, err.decode()
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    assert "crash" not in report, report["crash"]
+    assert report["valid"] is True, report["valid"]
+    assert report["dereferenced"] is True
+    assert report["paramsValid"] is True
+    assert report["badParamsRejected"] is True
+    assert report["result"]["status"] == "finished"
+    assert report["result"]["output"] == "via open-rpc\n"
+    assert report["error"]["code"] == -32001
+    assert proc.returncode == 0, err.decode()
