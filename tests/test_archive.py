@@ -210,6 +210,10 @@ def test_live_mode_flushes_on_interval_and_stops(client: redis.Redis, tmp_path: 
     thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
     thread.start()
     try:
+        deadline = time.monotonic() + 10
+        while not client.exists(keys.EVENTS):  # the archiver creates stream and group first
+            assert time.monotonic() < deadline, "archiver did not start"
+            time.sleep(0.02)
         ids = add_events(client, 7)  # far below the batch size: only the interval flushes it
         deadline = time.monotonic() + 10
         while pending(client) or len(archived_ids(tmp_path)) < 7:
