@@ -16,19 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from gateway.supervisor.job import STATUSES
+
 #: Every event name the supervisor writes (event == the job's new status).
-EVENT_NAMES = (
-    "created",
-    "waiting",
-    "dispatched",
-    "started",
-    "finished",
-    "error",
-    "retrying",
-    "stopped",
-    "timeout",
-    "dlq",
-)
+EVENT_NAMES = STATUSES
 #: Events that end one attempt (the actor is free again).
 ATTEMPT_END_EVENTS = ("finished", "error", "timeout", "stopped")
 
