@@ -9,7 +9,6 @@ gateway restart without losing or repeating events.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -64,31 +63,26 @@ async def test_pip_install_and_run_a_job_in_three_lines(
 ) -> None:
     """``pip install ./clients/python`` into a fresh venv, then the README's three
     lines. --no-deps: websockets, the one dependency, is reused from this environment.
-    The build needs setuptools with bdist_wheel: this environment's when it has one,
-    else pip's isolated build fetches it (PyPI)."""
+    The wheel is built offline with this environment's setuptools and wheel."""
     source = tmp_path / "src"
     shutil.copytree(ROOT / "clients" / "python", source)  # builds write into the tree
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    offline = importlib.util.find_spec("wheel") is not None
+    # Build the wheel here (this environment has setuptools and wheel, so no
+    # download), then pip-install that wheel into the fresh venv.
+    dist = tmp_path / "dist"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "--disable-pip-version-check",
-            "install",
-            "-q",
-            "--no-deps",
-            *(["--no-build-isolation"] if offline else []),
-            str(source),
-        ],
-        check=True,
-        timeout=240,
-    )
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q",
+         "--no-deps", "--no-build-isolation", "-w", str(dist), str(source)],
+        check=True, timeout=240,
+    )  # fmt: skip
+    [wheel] = dist.glob("hero_client-*.whl")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check",
+         "install", "-q", "--no-deps", str(wheel)],
+        check=True, timeout=240,
+    )  # fmt: skip
     # websockets (the one dependency) comes from this environment, nothing else does
     import websockets
 
