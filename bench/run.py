@@ -1,0 +1,401 @@
+"""``make bench``: every benchmark of issue 8 in one sitting, on one fresh redis-server.
+
+    .venv/bin/python bench/run.py                  # everything -> bench/RESULTS.md
+    .venv/bin/python bench/run.py --quick          # small smoke run -> bench/out/
+    .venv/bin/python bench/run.py --only supervisor,gateway
+    .venv/bin/python bench/run.py --only peers --runs 1
+    .venv/bin/python bench/run.py --profile        # py-spy on our processes too
+
+Sections (``--only`` takes a comma-separated list of these, or ``peers``):
+supervisor, supervisor-latency, gateway, scale, arq, rq, celery, dramatiq,
+saq, taskiq, bullmq, naive, redis-benchmark.
+
+Each figure is the median of ``--runs`` runs (3 by default). A private
+redis-server (AOF off, loopback, free port) is started once and FLUSHALLed
+between sections. The peers run from their own venv (bench/.venv-peers,
+created here on first use) and BullMQ from bench/node (``npm ci``). A full
+run writes bench/RESULTS.md; a partial or quick one writes
+bench/out/RESULTS.md, so it never overwrites the committed figures.
+Raw figures go to bench/out/results.json either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from common import OUT, loadavg, log, machine, parse_result, python_env, raise_nofile  # noqa: E402
+
+PY_PEERS = ["arq", "rq", "celery", "dramatiq", "saq", "taskiq"]
+PEERS = [*PY_PEERS, "bullmq"]
+CEILING = ["naive", "redis-benchmark"]
+OURS = ["supervisor", "supervisor-latency", "gateway", "scale"]
+ALL = [*OURS, *PEERS, *CEILING]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small smoke run (used by a test)")
+    p.add_argument("--only", help="comma-separated sections (or 'peers'); default all")
+    p.add_argument("--runs", type=int, help="runs per figure (default 3; quick 1)")
+    p.add_argument("--jobs", type=int, help="jobs per throughput run (default 20000)")
+    p.add_argument("--calls", type=int, help="calls per latency run (default 2000)")
+    p.add_argument("--clients", type=int, help="scale: WebSocket clients (default 10000)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="our actor's concurrency per process (default 32)",
+    )
+    p.add_argument(
+        "--peer-concurrency",
+        type=int,
+        default=10,
+        help="concurrency per worker process of async/threaded peers (default 10)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="run our actor and gateway under py-spy; summaries in the results",
+    )
+    p.add_argument("--out", type=Path, help="where to write the markdown results")
+    p.add_argument(
+        "--json",
+        type=Path,
+        default=OUT / "results.json",
+        help="where to write the raw figures (default bench/out/results.json)",
+    )
+    p.add_argument("--redis-url", help="use this Redis instead of starting one (it is FLUSHALLed!)")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        metavar="JSON",
+        help="start from an earlier results.json and replace the sections run now "
+        "(e.g. re-running one peer); the merged figures are written",
+    )
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="only re-render the markdown from a results.json (e.g. after editing analysis.md)",
+    )
+    args = p.parse_args(argv)
+    args.runs = args.runs or (1 if args.quick else 3)
+    args.jobs = args.jobs or (1000 if args.quick else 20000)
+    args.calls = args.calls or (100 if args.quick else 2000)
+    args.clients = args.clients or (200 if args.quick else 10000)
+    names: list[str] = []
+    for name in (args.only or ",".join(ALL)).split(","):
+        name = name.strip()
+        if name == "peers":
+            names += PEERS + CEILING
+        elif name in ALL:
+            names.append(name)
+        elif name:
+            p.error(f"unknown section {name!r}; choose from {', '.join(ALL)} or peers")
+    args.sections = list(dict.fromkeys(names))
+    full = not args.quick and not args.only
+    args.out = args.out or (BENCH / "RESULTS.md" if full else OUT / "RESULTS.md")
+    return args
+
+
+# -- sections ------------------------------------------------------------------------
+
+
+def section_supervisor(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import ours
+
+    out = {}
+    for n in (1, 2):
+        prof = OUT / "profile" / f"supervisor-{n}p" if a.profile else None
+        out[f"{n}p"] = asyncio.run(
+            ours.supervisor_throughput(
+                url, jobs=a.jobs, procs_n=n, concurrency=a.concurrency, runs=a.runs, profile=prof
+            )
+        )
+    return out
+
+
+def section_supervisor_latency(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import ours
+
+    return asyncio.run(ours.supervisor_latency(url, calls=a.calls, runs=a.runs))
+
+
+def section_gateway(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import ws_bench
+
+    prof = OUT / "profile" / "gateway-throughput" if a.profile else None
+    thr = asyncio.run(
+        ws_bench.gateway_throughput(
+            url, jobs=a.jobs, procs_n=2, concurrency=a.concurrency, runs=a.runs, profile=prof
+        )
+    )
+    flush(url)
+    prof = OUT / "profile" / "gateway-latency" if a.profile else None
+    lat = asyncio.run(ws_bench.gateway_latency(url, calls=a.calls, runs=a.runs, profile=prof))
+    return {"throughput": thr, "latency": lat}
+
+
+def section_scale(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import scale
+
+    prof = OUT / "profile" / "scale" if a.profile else None
+    return asyncio.run(scale.scale(url, clients=a.clients, concurrency=a.concurrency, profile=prof))
+
+
+def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env={**os.environ, **python_env()},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}")
+    return parse_result(proc.stdout)
+
+
+def section_peer(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
+    from peers_venv import ensure_node_modules, ensure_peers_venv
+
+    jobs = a.jobs
+    out: dict[str, Any] = {}
+    for mode in ("throughput", "latency"):
+        if name == "bullmq":
+            from peers import bullmq_peer
+
+            if ensure_node_modules() is None:
+                return {"skipped": "node/npm not installed"}
+            argv = bullmq_peer.argv(
+                url,
+                mode,
+                jobs=jobs,
+                calls=a.calls,
+                runs=a.runs,
+                procs=2,
+                concurrency=a.peer_concurrency,
+            )
+        else:
+            py = ensure_peers_venv()
+            argv = [
+                str(py),
+                "-m",
+                f"peers.{name}_peer",
+                "--url",
+                url,
+                "--mode",
+                mode,
+                "--jobs",
+                str(jobs),
+                "--calls",
+                str(a.calls),
+                "--runs",
+                str(a.runs),
+                "--procs",
+                "2",
+                "--concurrency",
+                str(a.peer_concurrency),
+            ]
+        try:  # a hung or failed latency run must not cost the throughput figure
+            out[mode] = run_child(argv, cwd=BENCH, timeout=1800 if mode == "throughput" else 900)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            log(f"{name} {mode} failed: {exc}")
+            out[mode] = {"error": f"{type(exc).__name__}: {exc}"}
+        flush(url)
+    if all("error" in r for r in out.values()):
+        raise RuntimeError(f"{name}: " + "; ".join(r["error"] for r in out.values()))
+    return out
+
+
+def section_redis_benchmark(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
+    from common import median
+    from peers import redis_benchmark
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    requests = 20000 if a.quick else 200000
+    runs = [redis_benchmark.run(host, port, requests=requests) for _ in range(a.runs)]
+    if "skipped" in runs[0]:
+        return runs[0]
+    return {
+        "lpush_per_s": median([r["lpush_per_s"] for r in runs]),
+        "lpop_per_s": median([r["lpop_per_s"] for r in runs]),
+        "runs": runs,
+    }
+
+
+def flush(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushall()
+    finally:
+        client.close()
+
+
+# -- versions and conditions ---------------------------------------------------------
+
+
+def versions(sections: list[str]) -> dict[str, str]:
+    v: dict[str, str] = {}
+    for dist in ("hero-gateway", "redis", "hiredis", "websockets", "uvicorn", "starlette"):
+        try:
+            v[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            v[dist] = "not installed"
+    if any(s in PY_PEERS or s == "naive" for s in sections):
+        from peers_venv import PEERS_PY
+
+        if PEERS_PY.exists():
+            freeze = subprocess.run(
+                [str(PEERS_PY), "-m", "pip", "freeze"], capture_output=True, text=True, check=False
+            ).stdout
+            wanted = {
+                "arq",
+                "rq",
+                "celery",
+                "kombu",
+                "dramatiq",
+                "saq",
+                "taskiq",
+                "taskiq-redis",
+                "redis",
+                "hiredis",
+            }
+            for line in freeze.splitlines():
+                name, _, ver = line.partition("==")
+                if name.lower() in wanted:
+                    v[f"peers: {name.lower()}"] = ver
+    if "bullmq" in sections:
+        from peers import bullmq_peer
+
+        v["peers: bullmq (node)"] = bullmq_peer.version()
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    if a.render is not None:
+        from report import render
+
+        saved = json.loads(a.render.read_text())
+        profile = OUT / "profile" if saved["meta"].get("profile") else None
+        a.out.write_text(render(saved["meta"], saved["results"], profile_dir=profile))
+        log(f"wrote {a.out}")
+        return 0
+    nofile = raise_nofile(65536)
+    started = dt.datetime.now(dt.UTC)
+    load_before = loadavg()
+    results: dict[str, Any] = {}
+    conditions: dict[str, Any] = {"sections": {}}
+    server = None
+    if a.redis_url:
+        url = a.redis_url
+    else:
+        from gateway.embedded_redis import EmbeddedRedis
+
+        server = EmbeddedRedis(
+            Path(tempfile.mkdtemp(prefix="redis-", dir=OUT)), appendonly=False
+        ).start()
+        url = server.url
+    log(f"redis-server on {url}; sections: {', '.join(a.sections)}")
+    failed = []
+    try:
+        for name in a.sections:
+            flush(url)
+            before = loadavg()
+            t = time.monotonic()
+            log(f"== {name}")
+            try:
+                if name == "supervisor":
+                    results[name] = section_supervisor(url, a)
+                elif name == "supervisor-latency":
+                    results[name] = section_supervisor_latency(url, a)
+                elif name == "gateway":
+                    results[name] = section_gateway(url, a)
+                elif name == "scale":
+                    results[name] = section_scale(url, a)
+                elif name == "redis-benchmark":
+                    results[name] = section_redis_benchmark(url, a)
+                else:
+                    results[name] = section_peer(name, url, a)
+            except Exception as exc:  # one broken section must not cost the others
+                traceback.print_exc()
+                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+                failed.append(name)
+            conditions["sections"][name] = {
+                "seconds": time.monotonic() - t,
+                "load_before": before,
+                "load_after": loadavg(),
+            }
+    finally:
+        if server is not None:
+            server.stop()
+    if a.merge is not None:
+        earlier = json.loads(a.merge.read_text())
+        results = {**earlier["results"], **results}
+        conditions["sections"] = {**earlier["meta"].get("sections", {}), **conditions["sections"]}
+        conditions["rerun"] = list(a.sections)
+        conditions["merged_from"] = {
+            k: earlier["meta"].get(k) for k in ("started", "finished", "command", "load_before")
+        }
+        load_before = earlier["meta"].get("load_before", load_before)
+        merged_versions = earlier["meta"].get("versions", {})
+    else:
+        merged_versions = {}
+    meta = {
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["run.py", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "versions": {**merged_versions, **versions(a.sections)},
+        "load_before": load_before,
+        "load_after": loadavg(),
+        "nofile": nofile,
+        "runs": a.runs,
+        "jobs": a.jobs,
+        "calls": a.calls,
+        "clients": a.clients,
+        "concurrency": a.concurrency,
+        "peer_concurrency": a.peer_concurrency,
+        "quick": a.quick,
+        "profile": a.profile,
+        **conditions,
+    }
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    from report import render
+
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(render(meta, results, profile_dir=OUT / "profile" if a.profile else None))
+    log(f"wrote {a.out}")
+    if failed:
+        log(f"failed sections: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
