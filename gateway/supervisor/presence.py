@@ -1,7 +1,7 @@
 """Actor presence: who is alive, found without SCAN.
 
-Each actor instance keeps ``hero:meta:actor:inst:{type}:{group}:{inst}``
-(JSON, EX 15) and a member in the ``hero:meta:actors`` sorted set scored by
+Each actor instance keeps its ``keys.presence`` key (JSON, with a TTL) and a
+member in the ``keys.ACTORS`` sorted set scored by
 the key's expiry. Listing reads the live members; an expired score is how
 the reaper finds an instance that died.
 """

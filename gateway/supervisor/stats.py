@@ -1,7 +1,7 @@
 """``queue.stats``: what an autoscaler needs per work queue.
 
 Depth is the length of every routed list (the dispatch targets are recorded
-in ``hero:meta:queues``, so nothing SCANs); pending is what live actors hold;
+in ``keys.QUEUES``, so nothing SCANs); pending is what live actors hold;
 consumers are the live actors whose pop order includes the queue.
 """
 

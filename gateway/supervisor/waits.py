@@ -5,8 +5,8 @@ by whichever signal comes first:
 
 - our actors append a terminal event: the shared ``EventReader`` sees it and
   one batched HMGET fetches the results of every job that ended in the batch;
-- reply-queue actors LPUSH ``hero:q:reply:{id}`` (or the legacy
-  ``hero:reply:{id}``) and write the hash;
+- reply-queue actors LPUSH the reply queue (``keys.reply``, or the legacy
+  ``keys.legacy_reply``) and write the hash;
 - hash-only actors write only the hash.
 
 The last two are found by one batched sweep (a single pipeline for all
