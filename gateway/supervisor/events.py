@@ -1,4 +1,4 @@
-"""The one reader of ``hero:events`` per process, fanning entries out in memory.
+"""The one reader of the events stream per process, fanning entries out in memory.
 
 Waiters and subscribers never read Redis themselves: a single task does
 ``XREAD BLOCK`` on a dedicated connection and hands each batch to the
