@@ -164,8 +164,9 @@ class WaitHub:
         for job_id, (status, output, error) in zip(ids, rows, strict=True):
             if status is None:  # deleted while being waited on
                 self.resolve(job_id, JobNotFound(job_id))
-            else:
+            elif status in TERMINAL:
                 self.resolve(job_id, result(job_id, status, output, error))
+            # else: a late event of an earlier round (a replayed dead letter): keep waiting
 
     # -- sweep path (reply-queue and hash-only actors) -------------------------
 
