@@ -14,6 +14,7 @@ comparison with the WebSocket figure and with the peers' own wait APIs.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 import time
@@ -113,6 +114,14 @@ async def wait_actors(sup: Supervisor, n: int, procs: Procs, timeout: float = 30
         if time.monotonic() > end:
             raise TimeoutError(f"{n} actors not present after {timeout:.0f}s")
         await asyncio.sleep(0.05)
+
+
+async def connect_producer(config: Config) -> Supervisor:
+    """The supervisor of a process that only submits: without tailing the events
+    stream when the supervisor offers that (``watch=False``, proposed), else as is."""
+    if "watch" in inspect.signature(Supervisor.connect).parameters:
+        return await Supervisor.connect(config, watch=False)
+    return await Supervisor.connect(config)
 
 
 def specs(tag: str, n: int) -> list[dict[str, Any]]:
@@ -241,7 +250,7 @@ async def supervisor_throughput(
     profile: Path | None = None,
 ) -> dict[str, Any]:
     config = Config(redis_url=url, log_dir=str(OUT / "actor-logs"))
-    sup = await Supervisor.connect(config)
+    sup = await connect_producer(config)
     probe = aioredis.Redis.from_url(url, decode_responses=True)
     try:
         with Procs() as procs:

@@ -45,7 +45,35 @@ def _registry() -> Registry[Any]:
 def validator(pointer: str) -> Draft202012Validator:
     """A validator for the schema at a JSON pointer of the contract, e.g.
     ``/components/schemas/JobSpec``."""
-    return Draft202012Validator(ref_to(pointer), registry=_registry())
+    return Draft202012Validator(_inline(ref_to(pointer)), registry=_registry())
+
+
+#: Keywords that may sit beside a ``$ref`` and still let it be inlined (they do not validate).
+_ANNOTATIONS = frozenset({"description", "title", "examples", "default", "deprecated", "$comment"})
+
+
+def _inline(node: Any, seen: frozenset[str] = frozenset()) -> Any:
+    """``node`` with every ``$ref`` into the contract replaced by what it points to.
+
+    Resolving a ``$ref`` through the registry costs more than the checks it
+    leads to (jsonschema/referencing build a resolver per hop, per call):
+    validating a JobSpec drops from ~66 to ~23 µs. Errors are unchanged:
+    jsonschema leaves ``$ref`` hops out of schema paths (``locate`` follows
+    them). A recursive ref, or one beside validating keywords, stays a ``$ref``.
+    """
+    if isinstance(node, list):
+        return [_inline(item, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in seen and set(node) - {"$ref"} <= _ANNOTATIONS:
+        try:
+            target = resolve(ref)
+        except LookupError:
+            target = None
+        if isinstance(target, dict):
+            return _inline(target, seen | {ref})
+    return {key: _inline(value, seen) for key, value in node.items()}
 
 
 def schema_validator(name: str) -> Draft202012Validator:
@@ -61,7 +89,7 @@ def ref_to(pointer: str) -> dict[str, str]:
 def compile_schema(schema: Mapping[str, Any]) -> Draft202012Validator:
     """A validator for a schema built in code whose ``$ref``s point into the
     contract (made with ``ref_to``)."""
-    return Draft202012Validator(schema, registry=_registry())
+    return Draft202012Validator(_inline(schema), registry=_registry())
 
 
 def resolve(ref: str) -> Any:

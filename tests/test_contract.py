@@ -134,8 +134,7 @@ def test_every_schema_compiles(pointer: str) -> None:
             # contract.locate() relies on this to map failures to contract locations
             assert set(node) <= _REF_SIBLINGS, f"{where}: a $ref beside validation keywords"
     validator = contract.validator(pointer)
-    validator.is_valid({})  # follows the top-level $ref through the registry
-    assert validator.schema == contract.ref_to(pointer)
+    validator.is_valid({})  # whatever stays a $ref resolves through the registry
 
 
 def test_error_components_are_the_exception_tree() -> None:

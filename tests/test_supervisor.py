@@ -321,3 +321,27 @@ async def test_errors_never_echo_values(sup: Supervisor) -> None:
         await sup.create(job(env_vars={"TOKEN": {"nested": secret}}))
     assert secret not in err.value.message
     assert secret not in json.dumps(err.value.data)
+
+
+async def test_submit_many_creates_and_starts_a_batch(sup: Supervisor, rds: aioredis.Redis) -> None:
+    specs = [job(script_type="osis", job_id=f"b{n:03d}") for n in range(250)]
+    specs.append(job(script_type="osis", job_id="orphan", prerequisites=["ghost"]))
+    answers = await sup.submit_many(specs)
+    assert [a["job_id"] for a in answers] == [s["job_id"] for s in specs]
+    assert {a["status"] for a in answers[:-1]} == {"dispatched"}
+    assert answers[-1]["status"] == "invalid" and "ghost" in answers[-1]["error"]
+    assert await rds.llen(keys.work_queue("osis")) == 250
+    again = await sup.submit_many(specs[:2], start=False)  # idempotent by job id
+    assert [a["status"] for a in again] == ["dispatched", "dispatched"]
+    with pytest.raises(InvalidJob):
+        await sup.submit_many([job(script_type="osis"), {"script": "x"}])
+
+
+async def test_a_producer_without_watch_refuses_to_wait(config: Config) -> None:
+    producer = await Supervisor.connect(config, watch=False)
+    try:
+        await producer.create(job(job_id="p1"))
+        with pytest.raises(RuntimeError, match="watch=True"):
+            await producer.output("p1", wait=1)
+    finally:
+        await producer.close()

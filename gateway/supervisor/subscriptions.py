@@ -95,16 +95,58 @@ class Subscriptions:
         self._subs: dict[str, Subscription] = {}
         self._ids = itertools.count()
 
+        # who may want an event: by job id, by script type, or every event;
+        # an event is matched against those few, not against every subscription
+        self._by_job: dict[str, dict[str, Subscription]] = {}
+        self._by_type: dict[str | None, dict[str, Subscription]] = {}
+
     def __len__(self) -> int:
         return len(self._subs)
 
+    def _add(self, sub: Subscription) -> None:
+        self._subs[sub.id] = sub
+        if sub._job_ids is not None:
+            for job_id in sub._job_ids:
+                self._by_job.setdefault(job_id, {})[sub.id] = sub
+        else:
+            self._by_type.setdefault(sub._script_type, {})[sub.id] = sub
+
+    def _drop(self, sub: Subscription) -> None:
+        self._subs.pop(sub.id, None)
+        if sub._job_ids is not None:
+            for job_id in sub._job_ids:
+                subs = self._by_job.get(job_id)
+                if subs is not None:
+                    subs.pop(sub.id, None)
+                    if not subs:
+                        del self._by_job[job_id]
+        else:
+            subs = self._by_type.get(sub._script_type)
+            if subs is not None:
+                subs.pop(sub.id, None)
+                if not subs:
+                    del self._by_type[sub._script_type]
+
     def on_events(self, events: list[Event]) -> None:
-        for sub in list(self._subs.values()):
-            for event in events:
-                if sub.matches(event):
-                    sub.offer(event)
+        """Each event goes to the subscriptions indexed under its job id, its
+        script type, or none (all events): O(events + deliveries), not
+        O(events * subscriptions). Per subscription, events stay in stream order."""
+        touched: dict[str, Subscription] = {}
+        for event in events:
+            for bucket in (
+                self._by_job.get(event.get("job_id", "")),
+                self._by_type.get(event.get("script_type", "")),
+                self._by_type.get(None),
+            ):
+                if not bucket:
+                    continue
+                for sub in list(bucket.values()):
+                    if sub.matches(event):
+                        sub.offer(event)
+                        touched[sub.id] = sub
+        for sub in touched.values():
             if sub.closed:
-                self._subs.pop(sub.id, None)
+                self._drop(sub)
 
     async def subscribe(
         self,
@@ -114,7 +156,7 @@ class Subscriptions:
         since: str | None = None,
     ) -> Subscription:
         sub = Subscription(job_ids, script_type, self._maxsize)
-        self._subs[sub.id] = sub
+        self._add(sub)
         if since is None:
             return sub
         try:
@@ -151,8 +193,9 @@ class Subscriptions:
             sub.offer(event)
 
     def unsubscribe(self, subscription_id: str) -> bool:
-        sub = self._subs.pop(subscription_id, None)
+        sub = self._subs.get(subscription_id)
         if sub is None:
             return False
+        self._drop(sub)
         sub.close()
         return True

@@ -216,10 +216,8 @@ local function start(ctx, id)
   return {'dispatched', dispatch(ctx, id, st)}
 end
 
--- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
-local function hero_submit(_, args)
-  local ctx = context(args)
-  local id, start_now, prereq_json = args[H + 1], args[H + 2] == '1', args[H + 3]
+-- Create one job (and start it when asked). `fields`: flat field, value list.
+local function submit(ctx, id, start_now, prereq_json, fields)
   local jk = JOB .. id
   local existing = redis.call('HMGET', jk, 'status', 'queue')
   if existing[1] then return {'exists', existing[1], existing[2] or ''} end
@@ -228,8 +226,6 @@ local function hero_submit(_, args)
     if p == id then return {'bad_prerequisite', p} end
     if redis.call('EXISTS', JOB .. p) == 0 then return {'bad_prerequisite', p} end
   end
-  local fields = {}
-  for i = H + 4, #args do fields[#fields + 1] = args[i] end
   redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
     'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
   for _, p in ipairs(prereqs) do
@@ -244,6 +240,27 @@ local function hero_submit(_, args)
   set_status(ctx, id, nil, 'created')
   if start_now then return start(ctx, id) end
   return {'created', ''}
+end
+
+-- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
+local function hero_submit(_, args)
+  local fields = {}
+  for i = H + 4, #args do fields[#fields + 1] = args[i] end
+  return submit(context(args), args[H + 1], args[H + 2] == '1', args[H + 3], fields)
+end
+
+-- Many jobs in one call (a producer's batch): the same transition as
+-- hero_submit for each, one reply per job, in order.
+-- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
+--       fields JSON (a flat [field, value, ...] array)
+local function hero_submit_many(_, args)
+  local ctx = context(args)
+  local start_now = args[H + 1] == '1'
+  local out = {}
+  for i = H + 2, #args, 3 do
+    out[#out + 1] = submit(ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
+  end
+  return out
 end
 
 -- ARGV: head, job_id
@@ -489,6 +506,7 @@ redis.register_function('hero_prune', hero_prune)
 redis.register_function('hero_reconcile', hero_reconcile)
 redis.register_function('hero_dlq_replay', hero_dlq_replay)
 redis.register_function('hero_submit', hero_submit)
+redis.register_function('hero_submit_many', hero_submit_many)
 redis.register_function('hero_start', hero_start)
 redis.register_function('hero_cycle', hero_cycle)
 redis.register_function('hero_stop', hero_stop)
