@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -262,7 +262,6 @@ class Config:
     log_dir: str | None = None
     log_format: str = "json"
     log_level: str = "info"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def redis(self) -> str:

@@ -12,10 +12,11 @@ data), because an installed gateway has no ``clients/`` folder.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gateway.codegen.model import Contract, Method, is_object, schema_name, types_of
+from gateway.codegen.model import Contract, Method, is_object, schema_name, types_of, union
 from gateway.codegen.text import HEADER, sentence, wrap
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -77,16 +78,8 @@ def ts_type(schema: dict[str, Any]) -> str:
     return _union(parts) if parts else "unknown"
 
 
-def _union(parts: Any) -> str:
-    seen: list[str] = []
-    for p in parts:
-        for piece in p.split(" | "):
-            if piece not in seen:
-                seen.append(piece)
-    if "unknown" in seen:
-        return "unknown"
-    seen.sort(key=lambda piece: piece == "null")
-    return " | ".join(seen)
+def _union(parts: Iterable[str]) -> str:
+    return union(parts, top="unknown", null="null")
 
 
 def _params_type(m: Method) -> str:

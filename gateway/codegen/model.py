@@ -11,6 +11,7 @@ named types.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,3 +174,19 @@ def types_of(schema: dict[str, Any]) -> list[str]:
     if t is None:
         return []
     return [t] if isinstance(t, str) else list(t)
+
+
+def union(parts: Iterable[str], *, top: str, null: str) -> str:
+    """A union type from ``parts`` (themselves maybe unions), without repeats.
+
+    ``top`` (Any / unknown) absorbs everything; ``null`` (None / null) goes
+    last, which reads best: ``str | None``."""
+    seen: list[str] = []
+    for p in parts:
+        for piece in p.split(" | "):
+            if piece not in seen:
+                seen.append(piece)
+    if top in seen:
+        return top
+    seen.sort(key=lambda piece: piece == null)
+    return " | ".join(seen)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from gateway.codegen.model import (
     is_object,
     schema_name,
     types_of,
+    union,
 )
 from gateway.codegen.text import HEADER, sentence, wrap
 
@@ -77,17 +79,8 @@ def py_type(schema: dict[str, Any]) -> str:
     return _union(parts) if parts else "Any"
 
 
-def _union(parts: Any) -> str:
-    seen: list[str] = []
-    for p in parts:
-        for piece in p.split(" | "):
-            if piece not in seen:
-                seen.append(piece)
-    if "Any" in seen:
-        return "Any"
-    # None last reads best: `str | None`
-    seen.sort(key=lambda piece: piece == "None")
-    return " | ".join(seen)
+def _union(parts: Iterable[str]) -> str:
+    return union(parts, top="Any", null="None")
 
 
 def _docstring(lines: list[str], indent: str) -> list[str]:

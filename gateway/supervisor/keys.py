@@ -12,8 +12,6 @@ no client can inject ``:`` or glob characters into a key name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 PREFIX = "hero"
 
 #: What a job id, script type, group, instance, caller id or worker id may look like.
@@ -83,12 +81,6 @@ def pop_order(script_type: str, group: str | None, instance: str | None) -> list
         levels.append((group, None))
     levels.append((None, None))
     return [work_queue(script_type, g, i, p) for p in PRIORITIES for g, i in levels]
-
-
-def routed_queues(script_type: str, group: str | None, instance: str | None) -> Iterator[str]:
-    """Every queue a job of this type/group/instance may sit in (for stop and stats)."""
-    for p in PRIORITIES:
-        yield work_queue(script_type, group, instance, p)
 
 
 def reply(job_id: str) -> str:
