@@ -83,6 +83,32 @@ SETTINGS: tuple[Setting, ...] = (
         ("serve", "dev"),
     ),
     Setting(
+        "stream_types",
+        "--stream-types",
+        _csv,
+        (),
+        "Comma-separated script types whose type queue is a Redis Stream with a consumer "
+        "group (at-least-once delivery) instead of a list.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "stream_claim_idle",
+        "--stream-claim-idle",
+        float,
+        30.0,
+        "Stream mode: seconds a delivered job may go unacknowledged by a silent actor before "
+        "another actor claims it (live actors keep theirs fresh on every heartbeat).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "dlq_maxlen",
+        "--dlq-maxlen",
+        int,
+        10_000,
+        "Stream mode: approximate MAXLEN of each type's dead-letter stream.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
         "events_maxlen",
         "--events-maxlen",
         int,
@@ -243,6 +269,9 @@ class Config:
     redis_max_connections: int = 8
     script_types: tuple[str, ...] = DEFAULT_SCRIPT_TYPES
     compat_legacy: bool = False
+    stream_types: tuple[str, ...] = ()
+    stream_claim_idle: float = 30.0
+    dlq_maxlen: int = 10_000
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
     presence_ttl: int = 15
@@ -317,7 +346,14 @@ def resolve(
                 raise SystemExit(f"{s.env}: {exc}") from None
         elif s.name in known:
             values[s.name] = s.default
-    return Config(**values)
+    config = Config(**values)
+    unknown = sorted(set(config.stream_types) - set(config.script_types))
+    if unknown:
+        raise SystemExit(
+            f"HERO_STREAM_TYPES: {', '.join(unknown)} not among the script types "
+            f"({', '.join(config.script_types)})"
+        )
+    return config
 
 
 def markdown_table() -> str:

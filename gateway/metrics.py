@@ -28,8 +28,10 @@ class Metrics:
         supervisor.add_event_listener(self.on_events)
         self.registry = CollectorRegistry()
         r = self.registry
-        self.depth = Gauge("hero_queue_depth", "Jobs waiting or held, per work queue",
+        self.depth = Gauge("hero_queue_depth", "Jobs not done (lag + pending), per work queue",
                            _QUEUE_LABELS, registry=r)  # fmt: skip
+        self.lag = Gauge("hero_queue_lag", "Jobs waiting for an actor, per work queue",
+                         _QUEUE_LABELS, registry=r)  # fmt: skip
         self.pending = Gauge("hero_queue_pending", "Jobs claimed and not finished, per queue",
                              _QUEUE_LABELS, registry=r)  # fmt: skip
         self.oldest = Gauge("hero_queue_oldest_age_seconds", "Age of the oldest waiting job",
@@ -61,11 +63,13 @@ class Metrics:
         queues = await self._sup.queue_stats()
         live = await self._sup.actors()
         counts = await self._sup.status_counts()
-        for gauge in (self.depth, self.pending, self.oldest, self.consumers, self.actors):
+        gauges = (self.depth, self.lag, self.pending, self.oldest, self.consumers, self.actors)
+        for gauge in gauges:
             gauge.clear()
         for q in queues:
             labels = [str(q[name] if q[name] is not None else "") for name in _QUEUE_LABELS]
             self.depth.labels(*labels).set(q["depth"])
+            self.lag.labels(*labels).set(q["lag"])
             self.pending.labels(*labels).set(q["pending"])
             self.oldest.labels(*labels).set(q["oldest_age"] or 0)
             self.consumers.labels(*labels).set(q["consumers"])

@@ -26,6 +26,13 @@ def test_bad_environment_value_is_a_clear_exit() -> None:
         resolve(None, {"HERO_PORT": "eighty"})
 
 
+def test_a_stream_type_must_be_a_script_type() -> None:
+    env = {"HERO_SCRIPT_TYPES": "osis,python", "HERO_STREAM_TYPES": "osis,nope"}
+    with pytest.raises(SystemExit, match="HERO_STREAM_TYPES: nope"):
+        resolve(environ=env)
+    assert resolve(environ=dict(env, HERO_STREAM_TYPES="osis")).stream_types == ("osis",)
+
+
 def test_readme_documents_every_setting() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [s.env for s in SETTINGS if f"`{s.env}`" not in readme or f"`{s.flag}`" not in readme]

@@ -36,6 +36,7 @@ async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, a
     labels = (("group", "g"), ("instance", ""), ("priority", "1"),
               ("queue", "hero:q:work:type:osis:group:g"), ("script_type", "osis"))  # fmt: skip
     assert found[("hero_queue_depth", labels)] == 3
+    assert found[("hero_queue_lag", labels)] == 3
     assert found[("hero_queue_oldest_age_seconds", labels)] >= 0
     assert found[("hero_actors", (("script_type", "python"),))] == 1
     assert found[("hero_jobs", (("status", "dispatched"),))] == 3

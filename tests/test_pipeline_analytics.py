@@ -219,6 +219,11 @@ def test_attempt_pairing_edge_cases(spark: Any, tmp_path: Path) -> None:
         ("j5", "started", 10),
         ("j5", "started", 3000),
         ("j5", "timeout", 4000),
+        # j6: stream mode: its actor went silent, another one ran it again.
+        ("j6", "dispatched", 0),
+        ("j6", "started", 100),
+        ("j6", "redelivered", 2000),
+        ("j6", "finished", 2500),
     ]
     batch = EventColumns()
     for seq, (job, event, t) in enumerate(rows):
@@ -250,6 +255,8 @@ def test_attempt_pairing_edge_cases(spark: Any, tmp_path: Path) -> None:
         ("j4", 0.0, 0.0, "finished", False),
         ("j5", 0.01, None, None, False),
         ("j5", None, 1.0, "timeout", False),
+        ("j6", 0.1, None, None, False),
+        ("j6", None, 0.5, "finished", False),
     ]
     jobs = {r["job_id"]: r for r in analytics.jobs(ev).collect()}
     assert (jobs["j1"]["outcome"], jobs["j1"]["attempts"], jobs["j1"]["retries"]) == (
@@ -258,6 +265,7 @@ def test_attempt_pairing_edge_cases(spark: Any, tmp_path: Path) -> None:
         1,
     )
     assert jobs["j3"]["outcome"] == "running" and jobs["j5"]["outcome"] == "timeout"
+    assert (jobs["j6"]["outcome"], jobs["j6"]["attempts"]) == ("finished", 2)
     assert jobs["j2"]["created_t"] is None and jobs["j2"]["finished_t"] == START_MS + 500
 
 

@@ -231,58 +231,71 @@ async def test_compat_mode_speaks_the_legacy_keys(fast: Config, rds: aioredis.Re
         await sup.close()
 
 
+async def sigkill_storm(
+    sup: Supervisor,
+    config: Config,
+    rds: aioredis.Redis,
+    processes: list[subprocess.Popen[bytes]],
+    *actor_argv: str,
+    seed: int,
+) -> list[dict[str, str]]:
+    """Run 500 osis jobs on 3 actor processes while killing, every 0.1-0.3 s,
+    one that is running jobs, with SIGKILL (and restarting it), 8 times at most,
+    for at most 150 s. Checks that every job finished exactly once with its own
+    output; returns the events stream for further checks."""
+    argv = ("--script-type", "osis", "--concurrency", "4")
+    argv += ("--handler", "tests.fault_handlers:sleepy", *actor_argv)
+    names = ["", "", ""]  # actor name per fleet slot
+
+    def start(slot: int, n: int) -> subprocess.Popen[bytes]:
+        proc = spawn_actor(config, *argv, "--instance", f"a{n}")
+        processes.append(proc)
+        names[slot] = f"default:a{n}"
+        return proc
+
+    async def busy() -> list[int]:
+        running = await rds.zrange(keys.index_status("started"), 0, -1)
+        owners = {await rds.hget(keys.job(j), "actor") for j in running}
+        return [slot for slot, name in enumerate(names) if name in owners]
+
+    fleet = [start(n, n) for n in range(3)]
+    ids = [f"f{n:03d}" for n in range(500)]
+    answers = await sup.submit_many([job(j, script_type="osis", job_id=j, retries=10) for j in ids])
+    assert {a["status"] for a in answers} == {"dispatched"}
+    rng = random.Random(seed)
+    kills = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 150
+    while loop.time() < deadline:
+        if await rds.zcard(keys.index_status("finished")) == len(ids):
+            break
+        victims = await busy() if kills < 8 else []
+        if victims:
+            slot = rng.choice(victims)
+            fleet[slot].send_signal(signal.SIGKILL)
+            fleet[slot].wait()
+            kills += 1
+            fleet[slot] = start(slot, 100 + kills)
+        await asyncio.sleep(rng.uniform(0.1, 0.3))
+    statuses = Counter([(await sup.status(j))["status"] for j in ids])
+    assert statuses == {"finished": 500}, statuses
+    events = [f for _, f in await rds.xrange(keys.EVENTS)]
+    finished = Counter(f["job_id"] for f in events if f["event"] == "finished")
+    assert set(finished) == set(ids) and set(finished.values()) == {1}
+    outputs = {j: (await sup.output(j))["output"] for j in ids}
+    assert outputs == {j: j for j in ids}
+    assert kills >= 5  # the faults really happened while jobs ran
+    return events
+
+
 @pytest.mark.timeout(180)
 async def test_five_hundred_jobs_survive_random_sigkills(
     fsup: Supervisor, fast: Config, rds: aioredis.Redis, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """Actors are killed at random and restarted; every job still ends finished
     exactly once (our finish is a compare-and-set on the claim)."""
-    argv = (
-        "--script-type",
-        "osis",
-        "--concurrency",
-        "4",
-        "--handler",
-        "tests.fault_handlers:sleepy",
-    )
-
-    def start(n: int) -> subprocess.Popen[bytes]:
-        proc = spawn_actor(fast, *argv, "--instance", f"a{n}")
-        processes.append(proc)
-        return proc
-
-    fleet = [start(n) for n in range(3)]
-    ids = [f"f{n:03d}" for n in range(500)]
-    for job_id in ids:
-        await fsup.start(
-            (await fsup.create(job(job_id, script_type="osis", job_id=job_id, retries=10)))[
-                "job_id"
-            ]
-        )
-    rng = random.Random(7)
-    kills = 0
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 150
-    while loop.time() < deadline:
-        finished = len(await rds.zrange(keys.index_status("finished"), 0, -1))
-        if finished == len(ids):
-            break
-        if kills < 8:
-            slot = rng.randrange(len(fleet))
-            fleet[slot].send_signal(signal.SIGKILL)
-            fleet[slot].wait()
-            kills += 1
-            fleet[slot] = start(100 + kills)
-        await asyncio.sleep(rng.uniform(0.1, 0.3))
-    statuses = Counter([(await fsup.status(j))["status"] for j in ids])
-    assert statuses == {"finished": 500}, statuses
-    finished_events = Counter(
-        f["job_id"] for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "finished"
-    )
-    assert set(finished_events) == set(ids) and set(finished_events.values()) == {1}
-    outputs = {j: (await fsup.output(j))["output"] for j in ids}
-    assert outputs == {j: j for j in ids}
-    assert kills >= 5  # the faults really happened while jobs ran
+    events = await sigkill_storm(fsup, fast, rds, processes, seed=7)
+    assert any(e["event"] == "retrying" and "died" in e["error"] for e in events)
 
 
 async def test_ended_jobs_expire_and_leave_the_indexes(

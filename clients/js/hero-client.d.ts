@@ -243,13 +243,17 @@ export interface Unsubscribed {
 export interface QueueStats {
   /** The queue's key. */
   queue: string;
+  /** list: Hero work lists; stream: a Redis Stream with a consumer group (HERO_STREAM_TYPES). */
+  mode: "list" | "stream";
   script_type: Ident;
   group: string | null;
   instance: string | null;
   priority: number;
-  /** Jobs waiting (for stream queues: lag + pending). */
+  /** Jobs not done: lag + pending. */
   depth: number;
-  /** Delivered but not yet acknowledged (stream queues; 0 for lists). */
+  /** Jobs waiting to be handed to an actor. */
+  lag: number;
+  /** Jobs handed to an actor and not finished (for streams: the consumer group's pending entries). */
   pending: number;
   /** Seconds the oldest waiting job has waited; null when empty or unknown. */
   oldest_age: number | null;

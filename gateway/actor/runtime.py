@@ -84,9 +84,11 @@ class Actor:
             raise RuntimeError("no handler registered; use @actor.handler(script_type)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
-        await asyncio.gather(*(self._serve_type(t, h) for t, h in self._handlers.items()))
+        await asyncio.gather(
+            *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
+        )
 
-    async def _serve_type(self, script_type: str, handler: Handler) -> None:
+    async def _serve_type(self, index: int, script_type: str, handler: Handler) -> None:
         running: dict[str, asyncio.Task[Outcome]] = {}
 
         def stop_job(job_id: str) -> None:
@@ -95,7 +97,9 @@ class Actor:
                 log.info("stopping job", extra={"job_id": job_id})
                 task.cancel()
 
-        link = ActorLink(self.config, script_type, self.group, self.instance, on_stop=stop_job)
+        link = ActorLink(
+            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job
+        )
         if not await self._connect(link):
             return
         log.info(

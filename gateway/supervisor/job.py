@@ -51,7 +51,7 @@ _NULLABLE = (
     "updated_at",
 )
 #: Hash fields that are ours and internal; never shown to clients.
-_PRIVATE = ("ctl", "lease")
+_PRIVATE = ("ctl", "lease", "mode", "entry")
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,13 @@ class JobSpec:
     retries: int = 0
     env_vars: Mapping[str, str] = field(default_factory=dict)
     prerequisites: tuple[str, ...] = ()
+    #: Stream mode: the type queue is a Redis Stream (``HERO_STREAM_TYPES``).
+    stream: bool = False
 
     @classmethod
-    def parse(cls, data: Any, script_types: Collection[str]) -> JobSpec:
+    def parse(
+        cls, data: Any, script_types: Collection[str], stream_types: Collection[str] = ()
+    ) -> JobSpec:
         """Validate a client's JobSpec; every bad field is reported at once."""
         found = problems(contract.schema_validator("JobSpec"), data)
         if not found and data["script_type"] not in script_types:
@@ -82,6 +86,9 @@ class JobSpec:
                     "schema_path": "",
                 }
             )
+        stream = not found and data["script_type"] in stream_types
+        if stream:
+            found += _stream_problems(data)
         if found:
             raise InvalidJob(
                 "Invalid job: " + "; ".join(f"{p['field'] or 'job'} {p['message']}" for p in found),
@@ -101,11 +108,15 @@ class JobSpec:
             retries=data.get("retries", 0),
             env_vars=dict(data.get("env_vars", {})),
             prerequisites=tuple(data.get("prerequisites", ())),
+            stream=stream,
         )
 
     @property
     def queue(self) -> str:
-        """Dispatch target: instance queue, else group queue, else type queue."""
+        """Dispatch target: the type's stream in stream mode; else the instance
+        queue, else the group queue, else the type queue."""
+        if self.stream:
+            return keys.work_stream(self.script_type)
         return keys.work_queue(self.script_type, self.group, self.instance, self.priority)
 
     def hash_fields(self) -> list[str]:
@@ -125,7 +136,23 @@ class JobSpec:
             "env_vars": json.dumps(dict(self.env_vars), separators=(",", ":")),
             "queue": self.queue,
         }
+        if self.stream:
+            pairs["mode"] = "stream"
         return [item for kv in pairs.items() for item in kv]
+
+
+def _stream_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A stream-mode type has one queue: it cannot honour routing or priority,
+    and silently ignoring them would surprise the caller."""
+    mode = f"the script type {data['script_type']} runs in stream mode"
+    found = [
+        {"field": name, "message": f"is not available: {mode}", "schema_path": ""}
+        for name in ("group", "instance")
+        if data.get(name)
+    ]
+    if data.get("priority", keys.DEFAULT_PRIORITY) != keys.DEFAULT_PRIORITY:
+        found.append({"field": "priority", "message": f"must be 1: {mode}", "schema_path": ""})
+    return found
 
 
 def decode(raw: Mapping[str, str]) -> dict[str, Any]:

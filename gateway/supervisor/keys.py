@@ -48,6 +48,24 @@ def work_queue(
     return key
 
 
+def work_stream(script_type: str) -> str:
+    """Stream mode: the type queue as a Redis Stream read by the ``STREAM_GROUP``
+    consumer group. A key of its own, so switching a type between modes never
+    meets a list where a stream is expected."""
+    return f"{PREFIX}:q:stream:type:{script_type}"
+
+
+def parse_work_stream(key: str) -> str | None:
+    """The script type of a work stream key, or None when it is not one."""
+    head = f"{PREFIX}:q:stream:type:"
+    rest = key[len(head) :] if key.startswith(head) else ""
+    return rest if rest and ":" not in rest else None
+
+
+#: The consumer group every actor of a stream-mode type reads through.
+STREAM_GROUP = "hero"
+
+
 def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
     """The parts of a canonical work queue key, or None when it is not one."""
     head = f"{PREFIX}:q:work:type:"
@@ -173,6 +191,11 @@ LEADER = f"{PREFIX}:meta:leader"
 def dlq(script_type: str) -> str:
     """Dead-letter list per type: JSON entries with reason, last error and time."""
     return f"{PREFIX}:q:dlq:type:{script_type}"
+
+
+def dlq_stream(script_type: str) -> str:
+    """Stream mode's dead-letter stream per type: job_id, reason, last_error, dlq_ts, attempt."""
+    return f"{PREFIX}:q:dlq:stream:type:{script_type}"
 
 
 def parse_presence(key: str) -> tuple[str, str, str] | None:

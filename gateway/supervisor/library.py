@@ -39,6 +39,8 @@ def source() -> str:
         "QUEUES": keys.QUEUES,
         "DELAYED": keys.DELAYED,
         "DLQ": keys.dlq(""),
+        "DLQ_STREAM": keys.dlq_stream(""),
+        "STREAM_GROUP": keys.STREAM_GROUP,
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
         "EXPIRING": keys.EXPIRING,
@@ -61,6 +63,7 @@ def head(config: Config) -> list[str]:
         repr(config.retry_base),
         repr(config.retry_max),
         repr(random.random()),
+        str(config.dlq_maxlen),
     ]
 
 

@@ -88,7 +88,7 @@ class Supervisor:
         return await library.call(self.redis, self.config, function, *args)
 
     def parse(self, spec: Any) -> JobSpec:
-        return JobSpec.parse(spec, self.config.script_types)
+        return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
     async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
         reply = await self._call(
@@ -347,17 +347,18 @@ class Supervisor:
     async def dlq_list(
         self, script_type: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        """Dead-lettered jobs, newest first, per type (all configured types when none given)."""
+        """Dead-lettered jobs, newest first, per type (all configured types when
+        none given): the type's dead-letter list and, in stream mode, its stream."""
         types = [script_type] if script_type else list(self.config.script_types)
         async with self.redis.pipeline(transaction=False) as pipe:
             for name in types:
                 pipe.lrange(keys.dlq(name), 0, limit - 1)
+                pipe.xrevrange(keys.dlq_stream(name), count=limit)
             rows = await pipe.execute()
-        entries = [
-            dict(json.loads(raw), script_type=name)
-            for name, raws in zip(types, rows, strict=True)
-            for raw in raws
-        ]
+        entries = []
+        for name, listed, streamed in zip(types, rows[::2], rows[1::2], strict=True):
+            entries += [dict(json.loads(raw), script_type=name) for raw in listed]
+            entries += [_dlq_stream_entry(name, entry, f) for entry, f in streamed]
         return sorted(entries, key=lambda e: e.get("ts", 0), reverse=True)[:limit]
 
     @guarded
@@ -383,6 +384,19 @@ class Supervisor:
     async def report(self) -> dict[str, Any] | None:
         raw = await self.redis.get(keys.STATS_REPORT)
         return json.loads(raw) if raw else None
+
+
+def _dlq_stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> dict[str, Any]:
+    """A dead-letter stream entry in the contract's DlqEntry shape."""
+    return {
+        "id": entry,
+        "job_id": fields.get("job_id", ""),
+        "script_type": script_type,
+        "reason": fields.get("reason", ""),
+        "error": fields.get("last_error") or None,
+        "attempt": int(fields.get("attempt") or 0),
+        "ts": int(fields.get("dlq_ts") or 0),
+    }
 
 
 def _wait_seconds(wait: float | None, default: float) -> float:

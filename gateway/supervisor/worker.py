@@ -4,6 +4,11 @@ An actor never touches a key itself. A busy actor costs one round trip per
 cycle (``hero_cycle`` reports finished jobs and claims the next ones in one
 Function call); an idle one blocks on the events stream for a ``dispatched``
 event that concerns it, so nothing polls.
+
+In stream mode (``HERO_STREAM_TYPES``) the link is a consumer named
+``host:pid:index`` in the type stream's group. Its heartbeat also refreshes
+the deliveries it holds, and its cycles reclaim those a silent consumer left
+idle past ``HERO_STREAM_CLAIM_IDLE``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from redis.exceptions import ResponseError
 
 from gateway import __version__
 from gateway.config import Config
@@ -48,6 +55,7 @@ class Claimed:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Claimed:
+        """From ``[job_id, *CLAIM_FIELDS]``."""
         job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
         return cls(
             job_id=job_id,
@@ -81,6 +89,7 @@ class ActorLink:
         group: str,
         instance: str,
         *,
+        index: int = 0,
         capabilities: Sequence[str] = (),
         on_stop: Callable[[str], None] | None = None,
     ) -> None:
@@ -90,8 +99,17 @@ class ActorLink:
         self._held = keys.held(script_type, group, instance)
         self._ctl = keys.ctl(script_type, group, instance)
         self._lease = keys.presence(script_type, group, instance)
-        self._queues = keys.pop_order(script_type, group, instance)
+        self.stream = script_type in config.stream_types
+        if self.stream:
+            self.consumer = f"{socket.gethostname()}:{os.getpid()}:{index}"
+            self._queues = [keys.work_stream(script_type)]
+        else:
+            self.consumer = ""
+            self._queues = keys.pop_order(script_type, group, instance)
         self._cycle_keys = [self._held, *self._queues]
+        #: Stream entry of each job this consumer runs (acked with its outcome).
+        self._entries: dict[str, str] = {}
+        self._reclaim = self.stream  # reclaim at start, then once per heartbeat
         self._info = {
             "script_type": script_type,
             "group": group,
@@ -134,6 +152,8 @@ class ActorLink:
                     await task
             with contextlib.suppress(*connection.UNAVAILABLE):
                 await presence.leave(self.redis, self._info)
+                if self.stream:
+                    await self._stream_call("hero_stream_leave")
         for reader in (self._waker, self._control):
             await reader.aclose()
         await self.redis.aclose()
@@ -141,19 +161,36 @@ class ActorLink:
     async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
         """Report outcomes and claim up to ``want`` jobs, in one round trip."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
-        args: list[str | int] = [self.name, self._ctl, self._lease, want, len(outcomes)]
+        reclaim = self._reclaim and want > 0
+        idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
+        args: list[str | int] = [self.name, self._ctl, self._lease, want, self.consumer, idle_ms]
+        args.append(len(outcomes))
         for o in outcomes:
-            args += [o.job_id, o.status, o.output, o.error, o.log_path]
+            entry = self._entries.get(o.job_id, "")
+            args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
         rows = await library.call(
             self.redis, self._config, "hero_cycle", *args, key_names=self._cycle_keys
         )
-        return [Claimed.from_row(row) for row in rows]
+        for o in outcomes:
+            self._entries.pop(o.job_id, None)
+        if reclaim:
+            self._reclaim = False
+        claimed = []
+        for row in rows:  # [job_id, *CLAIM_FIELDS, group, instance, stream entry]
+            claimed.append(Claimed.from_row(row))
+            if row[-1]:
+                self._entries[row[0]] = row[-1]
+        return claimed
 
     async def adopt(self, running: Collection[str]) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
         reply was lost (Redis went away mid-call), or a previous process with the
-        same instance name. They are run again (the finish stays exactly-once)."""
-        held: list[str] = await self.redis.lrange(self._held, 0, -1)
+        same instance name. They are run again (the finish stays exactly-once).
+        In stream mode: the entries this consumer was delivered and has not acked."""
+        if self.stream:
+            held = await self._delivered()
+        else:
+            held = await self.redis.lrange(self._held, 0, -1)
         orphans = [job_id for job_id in held if job_id not in running]
         if not orphans:
             return []
@@ -161,11 +198,32 @@ class ActorLink:
             for job_id in orphans:
                 pipe.hmget(keys.job(job_id), "status", "actor", *CLAIM_FIELDS)
             rows = await pipe.execute()
-        return [
-            Claimed.from_row([job_id, *row[2:]])
-            for job_id, row in zip(orphans, rows, strict=True)
-            if row[0] == "started" and row[1] == self.name
-        ]
+        adopted, stale = [], []
+        for job_id, row in zip(orphans, rows, strict=True):
+            if row[0] == "started" and row[1] == self.name:
+                adopted.append(Claimed.from_row([job_id, *row[2:]]))
+            elif self.stream:
+                stale.append(self._entries.pop(job_id))
+        if stale:  # ended meanwhile (stopped, reaped, deleted): nothing left to run
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.xack(self._queues[0], keys.STREAM_GROUP, *stale)
+                pipe.xdel(self._queues[0], *stale)
+                await pipe.execute()
+        return adopted
+
+    async def _delivered(self) -> list[str]:
+        """Stream mode: jobs whose entries this consumer holds unacked."""
+        try:
+            reply = await self.redis.xreadgroup(
+                keys.STREAM_GROUP, self.consumer, {self._queues[0]: "0"}, count=1000
+            )
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            return []  # nothing was ever dispatched to this stream
+        delivered = {f.get("job_id", ""): e for _, entries in reply for e, f in entries}
+        self._entries.update(delivered)
+        return list(delivered)
 
     async def wait_for_work(self) -> None:
         await self._work.wait()
@@ -240,10 +298,19 @@ class ActorLink:
             if isinstance(message, dict) and message.get("action") == "stop":
                 on_stop(str(message.get("job_id")))
 
+    async def _stream_call(self, function: str) -> Any:
+        return await library.call(
+            self.redis, self._config, function, self.consumer, key_names=self._queues
+        )
+
     async def _heartbeat(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._config.presence_ttl / 3)
             try:
                 await presence.beat(self.redis, self._info, self._config.presence_ttl)
+                if self.stream:
+                    await self._stream_call("hero_stream_touch")
+                    self._reclaim = True
+                    self._work.set()
             except connection.UNAVAILABLE:
                 log.warning("heartbeat failed: redis unavailable")

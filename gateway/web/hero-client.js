@@ -288,12 +288,16 @@ export function errorFor(code, message, data = null) {
  * One work queue right now.
  * @typedef {object} QueueStats
  * @property {string} queue The queue's key.
+ * @property {"list" | "stream"} mode list: Hero work lists; stream: a Redis Stream with a
+ *   consumer group (HERO_STREAM_TYPES).
  * @property {Ident} script_type
  * @property {string | null} group
  * @property {string | null} instance
  * @property {number} priority
- * @property {number} depth Jobs waiting (for stream queues: lag + pending).
- * @property {number} pending Delivered but not yet acknowledged (stream queues; 0 for lists).
+ * @property {number} depth Jobs not done: lag + pending.
+ * @property {number} lag Jobs waiting to be handed to an actor.
+ * @property {number} pending Jobs handed to an actor and not finished (for streams: the
+ *   consumer group's pending entries).
  * @property {number | null} oldest_age Seconds the oldest waiting job has waited; null when
  *   empty or unknown.
  * @property {number} consumers

@@ -226,13 +226,18 @@ class QueueStats(TypedDict):
 
     #: The queue's key.
     queue: str
+    #: list: Hero work lists; stream: a Redis Stream with a consumer group (HERO_STREAM_TYPES).
+    mode: Literal["list", "stream"]
     script_type: Ident
     group: str | None
     instance: str | None
     priority: int
-    #: Jobs waiting (for stream queues: lag + pending).
+    #: Jobs not done: lag + pending.
     depth: int
-    #: Delivered but not yet acknowledged (stream queues; 0 for lists).
+    #: Jobs waiting to be handed to an actor.
+    lag: int
+    #: Jobs handed to an actor and not finished (for streams: the consumer group's pending
+    #: entries).
     pending: int
     #: Seconds the oldest waiting job has waited; null when empty or unknown.
     oldest_age: float | None

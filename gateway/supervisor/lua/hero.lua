@@ -7,10 +7,18 @@
 -- indexes and appends exactly one entry to the events stream.
 --
 -- Common ARGV head for every function (H entries): [1] events MAXLEN,
--- [2] "1" when legacy compat is on, [3] retention of ended jobs in seconds (0 keeps them), [4] retry backoff
--- base and [5] cap in seconds, [6] a uniform random number in [0, 1) for the
--- backoff jitter (drawn by the caller: scripts must stay deterministic).
+-- [2] "1" when legacy compat is on, [3] retention of ended jobs in seconds
+-- (0 keeps them), [4] retry backoff base and [5] cap in seconds, [6] a uniform
+-- random number in [0, 1) for the backoff jitter (drawn by the caller: scripts
+-- must stay deterministic), [7] MAXLEN of the dead-letter streams.
 -- The rest is per function, from args[H + 1].
+--
+-- Stream mode (a job whose hash has mode=stream): its queue is a Redis Stream
+-- read through the consumer group GROUP. The entry stays pending until the
+-- job's result is recorded, then it is acked and deleted, so the stream holds
+-- exactly the jobs not yet done and is never trimmed (trimming could drop a
+-- job nobody has run). Dead letters of such jobs go to a stream trimmed with
+-- MAXLEN ~.
 
 local JOB = '{{JOB}}'
 local EVENTS = '{{EVENTS}}'
@@ -28,7 +36,9 @@ local DLQ = '{{DLQ}}'
 local ACTORS = '{{ACTORS}}'
 local LEADER = '{{LEADER}}'
 local EXPIRING = '{{EXPIRING}}'
-local H = 6
+local DLQ_STREAM = '{{DLQ_STREAM}}'
+local GROUP = '{{STREAM_GROUP}}'
+local H = 7
 
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
@@ -64,16 +74,18 @@ local function context(args)
     retry_base = tonumber(args[4]),
     retry_max = tonumber(args[5]),
     jitter = tonumber(args[6]),
+    dlq_maxlen = args[7],
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
   }
 end
 
-local function emit(ctx, id, status, err)
+-- `event` names the transition when it is not just the new status.
+local function emit(ctx, id, status, err, event)
   local f = redis.call('HMGET', JOB .. id,
     'script_type', 'group', 'instance', 'actor', 'caller_id', 'attempt')
   return redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
-    'job_id', id, 'event', status, 'status', status,
+    'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
     'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
     'ts', tostring(ctx.ms), 'error', err or '')
@@ -93,7 +105,7 @@ local function retain(ctx, id, status)
 end
 
 -- The one way a status changes: hash, status index, event.
-local function set_status(ctx, id, old, new, extra, err)
+local function set_status(ctx, id, old, new, extra, err, event)
   local jk = JOB .. id
   redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
   if old then redis.call('ZREM', IDX_STATUS .. old, id) end
@@ -103,12 +115,19 @@ local function set_status(ctx, id, old, new, extra, err)
   elseif TERMINAL[old or ''] then
     redis.call('PERSIST', jk)  -- back in play (a replayed dead letter)
   end
-  return emit(ctx, id, new, err)
+  return emit(ctx, id, new, err, event)
 end
 
 local function dispatch(ctx, id, old)
-  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type')
-  redis.call('LPUSH', f[1], id)
+  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type', 'mode')
+  if f[4] == 'stream' then
+    if redis.call('EXISTS', f[1]) == 0 then
+      redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
+    end
+    redis.call('HSET', JOB .. id, 'entry', redis.call('XADD', f[1], '*', 'job_id', id))
+  else
+    redis.call('LPUSH', f[1], id)
+  end
   redis.call('SADD', QUEUES, f[1])
   if ctx.compat then
     local target = (f[2] and f[2] ~= '') and f[2] or f[3]
@@ -154,7 +173,7 @@ end
 -- else the plain failure.
 local function fail_attempt(ctx, id, old, status, err, extra)
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'attempt', 'retries', 'script_type')
+  local f = redis.call('HMGET', jk, 'attempt', 'retries', 'script_type', 'mode')
   -- an actor we did not write never counts attempts: a failure is at least one
   local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
   local retries = tonumber(f[2] or '0') or 0
@@ -170,11 +189,14 @@ local function fail_attempt(ctx, id, old, status, err, extra)
   local final = retries > 0 and 'dlq' or status
   for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
   local event_id = set_status(ctx, id, old, final, fields, err)
-  if final == 'dlq' then
+  local reason = 'attempts exhausted (last: ' .. status .. ')'
+  if final == 'dlq' and f[4] == 'stream' then
+    redis.call('XADD', DLQ_STREAM .. f[3], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
+      'reason', reason, 'last_error', err, 'dlq_ts', tostring(ctx.ms), 'attempt', tostring(attempt))
+  elseif final == 'dlq' then
     -- the entry is named by its dlq event, so it can be found in the stream
     redis.call('LPUSH', DLQ .. f[3], cjson.encode({
-      id = event_id, job_id = id, reason = 'attempts exhausted (last: ' .. status .. ')',
-      error = err, attempt = attempt, ts = ctx.ms}))
+      id = event_id, job_id = id, reason = reason, error = err, attempt = attempt, ts = ctx.ms}))
   end
   local rk = REPLY .. id
   redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
@@ -271,23 +293,29 @@ end
 local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
   'context_id', 'attempt', 'retries', 'group', 'instance'}
 
+-- Mark a claimed job started by this actor; the row the actor runs it from.
+local function take(ctx, id, old, who, event, entry)
+  local jk = JOB .. id
+  redis.call('HINCRBY', jk, 'attempt', 1)
+  set_status(ctx, id, old, 'started',
+    {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
+     'finished_at', ''}, nil, event)
+  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+  table.insert(rec, 1, id)
+  rec[#rec + 1] = entry or ''
+  return rec
+end
+
 -- Pop up to `count` jobs in queue order into the held list and mark them
--- started by `actor`. Stale ids (stopped, deleted, taken through another
+-- started by `who.actor`. Stale ids (stopped, deleted, taken through another
 -- queue) are dropped on the way.
-local function claim(ctx, held, actor, ctl, lease, count, queues, out)
+local function claim(ctx, held, who, count, queues, out)
   for _, q in ipairs(queues) do
     while #out < count do
       local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
       if not id then break end
-      local jk = JOB .. id
-      local st = redis.call('HGET', jk, 'status')
-      if st == 'dispatched' then
-        redis.call('HINCRBY', jk, 'attempt', 1)
-        set_status(ctx, id, st, 'started',
-          {'actor', actor, 'ctl', ctl, 'lease', lease, 'started_at', ctx.iso, 'finished_at', ''})
-        local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
-        table.insert(rec, 1, id)
-        out[#out + 1] = rec
+      if redis.call('HGET', JOB .. id, 'status') == 'dispatched' then
+        out[#out + 1] = take(ctx, id, 'dispatched', who)
       else
         redis.call('LREM', held, 1, id)
       end
@@ -296,43 +324,140 @@ local function claim(ctx, held, actor, ctl, lease, count, queues, out)
   return out
 end
 
+-- A consumer-group command on a work stream; a stream or group that does not
+-- exist yet is created (from the start, so nothing already added is skipped).
+local function grouped(stream, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, 'NOGROUP', 1, true) then
+      redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+    end
+    return redis.call(...)
+  end
+  return r
+end
+
+local function done_entry(stream, entry)
+  redis.call('XACK', stream, GROUP, entry)
+  redis.call('XDEL', stream, entry)
+end
+
+local function entry_job(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'job_id' then return fields[i + 1] end
+  end
+  return ''
+end
+
+-- Stream mode: take up to `count` entries for `who.consumer`; first, when
+-- `idle_ms` > 0, those a silent consumer left unacknowledged that long
+-- (XAUTOCLAIM), then new ones. A reclaimed job runs again while attempts
+-- remain (at-least-once; its event is `redelivered`), else it fails for good.
+-- Entries of jobs that are no longer waiting for them are acked and dropped.
+local function claim_stream(ctx, stream, who, count, idle_ms, out)
+  local got = {}
+  if idle_ms > 0 then
+    local cursor = '0-0'
+    for _ = 1, 10 do  -- each XAUTOCLAIM looks at no more than 10 x COUNT entries
+      local r = grouped(stream, 'XAUTOCLAIM', stream, GROUP, who.consumer, idle_ms, cursor,
+        'COUNT', count - #got)
+      cursor = r[1]
+      for _, e in ipairs(r[2]) do got[#got + 1] = {e[1], e[2], true} end
+      if cursor == '0-0' or #got >= count then break end
+    end
+  end
+  if #got < count then
+    local r = grouped(stream, 'XREADGROUP', 'GROUP', GROUP, who.consumer,
+      'COUNT', count - #got, 'STREAMS', stream, '>')
+    if r then
+      for _, e in ipairs(r[1][2]) do got[#got + 1] = {e[1], e[2], false} end
+    end
+  end
+  for _, g in ipairs(got) do
+    local entry, id, again = g[1], entry_job(g[2]), g[3]
+    local f = redis.call('HMGET', JOB .. id, 'status', 'entry', 'attempt', 'retries', 'actor')
+    if f[2] ~= entry or not (f[1] == 'dispatched' or (again and f[1] == 'started')) then
+      done_entry(stream, entry)
+    elseif again and (tonumber(f[3]) or 0) > (tonumber(f[4]) or 0) then
+      done_entry(stream, entry)
+      fail_attempt(ctx, id, 'started', 'error', 'actor ' .. (f[5] or '?') .. ' stopped answering')
+    else
+      out[#out + 1] = take(ctx, id, f[1], who, again and 'redelivered' or nil, entry)
+    end
+  end
+  return out
+end
+
 -- Record one result; ignored unless this actor still owns the job (a stop or
--- the reaper may have ended it meanwhile).
-local function finish(ctx, held, actor, id, status, output, err, log_path)
-  redis.call('LREM', held, 1, id)
+-- the reaper may have ended it meanwhile). A stream entry is acked only while
+-- it is still this consumer's: a peer that reclaimed it acks its own run.
+local function finish(ctx, held, who, r)
+  local id = r.id
+  if who.consumer then
+    local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
+    if #mine > 0 then done_entry(who.stream, r.entry) end
+  else
+    redis.call('LREM', held, 1, id)
+  end
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'status', 'actor')
-  if f[1] ~= 'started' or f[2] ~= actor then return 0 end
-  if status == 'error' or status == 'timeout' then
-    fail_attempt(ctx, id, 'started', status, err, {'output', output, 'log_path', log_path})
+  if f[1] ~= 'started' or f[2] ~= who.actor then return 0 end
+  if r.status == 'error' or r.status == 'timeout' then
+    fail_attempt(ctx, id, 'started', r.status, r.error, {'output', r.output, 'log_path', r.log_path})
     return 1
   end
-  set_status(ctx, id, 'started', status,
-    {'output', output, 'error', err, 'finished_at', ctx.iso, 'log_path', log_path}, err)
+  set_status(ctx, id, 'started', r.status,
+    {'output', r.output, 'error', r.error, 'finished_at', ctx.iso, 'log_path', r.log_path}, r.error)
   local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  redis.call('LPUSH', rk,
+    cjson.encode({job_id = id, status = r.status, output = r.output, error = r.error}))
   if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
-  on_terminal(ctx, id, status)
+  on_terminal(ctx, id, r.status)
   return 1
 end
 
 -- One round trip per cycle for a busy actor: report what finished, promote
 -- due retries, take what is next.
--- KEYS: held, queue... ;
--- ARGV: head, actor, ctl key, lease (presence key), count, n_results,
---       (id, status, output, error, log_path)*
+-- KEYS: held, then the queues in pop order (stream mode: the one work stream);
+-- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
+--       mode; "" for lists), reclaim idle ms (0: don't reclaim), n_results,
+--       (id, status, output, error, log_path, stream entry)*
 local function hero_cycle(keys, args)
   local ctx = context(args)
-  local held, actor, ctl, lease = keys[1], args[H + 1], args[H + 2], args[H + 3]
-  local count, n = tonumber(args[H + 4]), tonumber(args[H + 5])
+  local held = keys[1]
+  local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
+  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 7])
+  if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[2] end
   for i = 0, n - 1 do
-    local b = H + 6 + i * 5
-    finish(ctx, held, actor, args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4])
+    local b = H + 8 + i * 6
+    finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
+      error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
+  if who.consumer then return claim_stream(ctx, who.stream, who, count, idle_ms, {}) end
   local queues = {}
   for i = 2, #keys do queues[#queues + 1] = keys[i] end
-  return claim(ctx, held, actor, ctl, lease, count, queues, {})
+  return claim(ctx, held, who, count, queues, {})
+end
+
+-- Stream mode, on every heartbeat: reset the idle time of the entries this
+-- consumer holds, so peers reclaim only a silent consumer's deliveries.
+-- KEYS: stream ; ARGV: head, consumer
+local function hero_stream_touch(keys, args)
+  local pending = redis.pcall('XPENDING', keys[1], GROUP, '-', '+', 1000, args[H + 1])
+  if type(pending) ~= 'table' or pending.err or #pending == 0 then return 0 end
+  local ids = {}
+  for _, row in ipairs(pending) do ids[#ids + 1] = row[1] end
+  redis.call('XCLAIM', keys[1], GROUP, args[H + 1], 0, unpack(ids), 'JUSTID')
+  return #ids
+end
+
+-- Stream mode, on a clean exit: forget this consumer unless it still holds
+-- deliveries (those stay for a peer to reclaim). KEYS: stream ; ARGV: head, consumer
+local function hero_stream_leave(keys, args)
+  local pending = redis.pcall('XPENDING', keys[1], GROUP, '-', '+', 1, args[H + 1])
+  if type(pending) ~= 'table' or pending.err or #pending > 0 then return 0 end
+  return redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, args[H + 1])
 end
 
 -- Stop: a queued job leaves its queue; a running one gets a stop message on
@@ -342,12 +467,14 @@ local function hero_stop(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type')
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode')
   local st = f[1]
   if not st then return {'not_found'} end
   if TERMINAL[st] then return {'invalid_state', st} end
   if QUEUED[st] then
-    if f[2] then redis.call('LREM', f[2], 0, id) end
+    -- a stream entry stays: the actor that reads it drops it (deleting an
+    -- undelivered entry would make the group's lag unknowable)
+    if f[2] and f[6] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
     redis.call('ZREM', DELAYED, id)
     if ctx.compat then
       local target = (f[4] and f[4] ~= '') and f[4] or f[5]
@@ -370,9 +497,9 @@ end
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id')
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode')
   if not f[1] then return 0 end
-  if f[2] then redis.call('LREM', f[2], 0, id) end
+  if f[2] and f[5] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
   redis.call('ZREM', IDX_ALL, id)
   redis.call('ZREM', IDX_STATUS .. f[1], id)
   redis.call('ZREM', IDX_TYPE .. f[3], id)
@@ -475,24 +602,36 @@ local function hero_reconcile(_, args)
   return 1
 end
 
--- Put dead-lettered jobs back in their queue with fresh attempts.
--- ARGV: head, script type, job ids... (none: all of that type's DLQ)
+-- Put dead-lettered jobs back in their queue with fresh attempts, from the
+-- type's dead-letter list and its dead-letter stream.
+-- ARGV: head, script type, job ids... (none: all of that type's dead letters)
 local function hero_dlq_replay(_, args)
   local ctx = context(args)
-  local key = DLQ .. args[H + 1]
   local wanted = {}
   for i = H + 2, #args do wanted[args[i]] = true end
   local all = next(wanted) == nil
   local replayed = {}
-  for _, raw in ipairs(redis.call('LRANGE', key, 0, -1)) do
-    local entry = cjson.decode(raw)
-    if all or wanted[entry.job_id] then
-      redis.call('LREM', key, 1, raw)
-      if redis.call('HGET', JOB .. entry.job_id, 'status') == 'dlq' then
-        redis.call('HSET', JOB .. entry.job_id, 'attempt', '0', 'error', '', 'finished_at', '')
-        dispatch(ctx, entry.job_id, 'dlq')
-        table.insert(replayed, entry.job_id)
-      end
+  local function replay(id)
+    if redis.call('HGET', JOB .. id, 'status') == 'dlq' then
+      redis.call('HSET', JOB .. id, 'attempt', '0', 'error', '', 'finished_at', '')
+      dispatch(ctx, id, 'dlq')
+      table.insert(replayed, id)
+    end
+  end
+  local list = DLQ .. args[H + 1]
+  for _, raw in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    local id = cjson.decode(raw).job_id
+    if all or wanted[id] then
+      redis.call('LREM', list, 1, raw)
+      replay(id)
+    end
+  end
+  local stream = DLQ_STREAM .. args[H + 1]
+  for _, e in ipairs(redis.call('XRANGE', stream, '-', '+')) do
+    local id = entry_job(e[2])
+    if all or wanted[id] then
+      redis.call('XDEL', stream, e[1])
+      replay(id)
     end
   end
   return replayed
@@ -509,5 +648,7 @@ redis.register_function('hero_submit', hero_submit)
 redis.register_function('hero_submit_many', hero_submit_many)
 redis.register_function('hero_start', hero_start)
 redis.register_function('hero_cycle', hero_cycle)
+redis.register_function('hero_stream_touch', hero_stream_touch)
+redis.register_function('hero_stream_leave', hero_stream_leave)
 redis.register_function('hero_stop', hero_stop)
 redis.register_function('hero_delete', hero_delete)
