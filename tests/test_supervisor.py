@@ -168,7 +168,13 @@ async def test_every_transition_appends_one_event(
     events = [fields for _, fields in await rds.xrange(keys.EVENTS)]
     assert [e["event"] for e in events] == ["created", "dispatched", "started", "finished"]
     assert all(e["job_id"] == "e1" and e["caller_id"] == "c" for e in events)
-    assert events[2]["actor"] == "default:a" and events[3]["attempt"] == "1"
+    assert all((e["script_type"], e["group"], e["instance"]) == ("osis", "", "") for e in events)
+    assert [(e["actor"], e["attempt"]) for e in events] == [
+        ("", "0"),
+        ("", "0"),
+        ("default:a", "1"),
+        ("default:a", "1"),
+    ]
     assert all(int(e["ts"]) > 0 for e in events)
 
 

@@ -193,6 +193,12 @@ def dlq(script_type: str) -> str:
     return f"{PREFIX}:q:dlq:type:{script_type}"
 
 
+def wake(script_type: str) -> str:
+    """Pub/sub channel on which ``dispatch`` names the queue it pushed to, so
+    idle actors of the type wake (a wake-up only: the job is in the queue)."""
+    return f"{PREFIX}:wake:type:{script_type}"
+
+
 def dlq_stream(script_type: str) -> str:
     """Stream mode's dead-letter stream per type: job_id, reason, last_error, dlq_ts, attempt."""
     return f"{PREFIX}:q:dlq:stream:type:{script_type}"

@@ -41,6 +41,7 @@ def source() -> str:
         "DLQ": keys.dlq(""),
         "DLQ_STREAM": keys.dlq_stream(""),
         "STREAM_GROUP": keys.STREAM_GROUP,
+        "WAKE": keys.wake(""),
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
         "EXPIRING": keys.EXPIRING,

@@ -2,8 +2,9 @@
 
 An actor never touches a key itself. A busy actor costs one round trip per
 cycle (``hero_cycle`` reports finished jobs and claims the next ones in one
-Function call); an idle one blocks on the events stream for a ``dispatched``
-event that concerns it, so nothing polls.
+Function call); an idle one waits for a wake-up that ``dispatch`` publishes
+on its type's channel, naming the queue, so nothing polls and an actor is
+woken only by work it may take (not by every event of every job).
 
 In stream mode (``HERO_STREAM_TYPES``) the link is a consumer named
 ``host:pid:index`` in the type stream's group. Its heartbeat also refreshes
@@ -29,7 +30,6 @@ from redis.exceptions import ResponseError
 from gateway import __version__
 from gateway.config import Config
 from gateway.supervisor import connection, keys, library, presence
-from gateway.supervisor.events import last_id
 
 log = logging.getLogger("gateway.supervisor.worker")
 
@@ -121,7 +121,7 @@ class ActorLink:
             "capabilities": list(capabilities),
         }
         self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
-        self._waker = connection.BlockingReader(config.redis, "actor-waker")
+        self._waker = connection.dedicated(config.redis, "actor-waker")
         self._control = connection.BlockingReader(config.redis, "actor-control")
         self._on_stop = on_stop
         self._work = asyncio.Event()
@@ -144,7 +144,7 @@ class ActorLink:
         if self._tasks:  # opened
             waker, heartbeat, *control = self._tasks
             heartbeat.cancel()
-            await self._waker.interrupt(self.redis, waker)
+            waker.cancel()
             for task in control:
                 await self._control.interrupt(self.redis, task)
             for task in self._tasks:
@@ -154,8 +154,8 @@ class ActorLink:
                 await presence.leave(self.redis, self._info)
                 if self.stream:
                     await self._stream_call("hero_stream_leave")
-        for reader in (self._waker, self._control):
-            await reader.aclose()
+        await self._waker.aclose()
+        await self._control.aclose()
         await self.redis.aclose()
 
     async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
@@ -239,44 +239,32 @@ class ActorLink:
 
     # -- background ------------------------------------------------------------
 
-    def _concerns_me(self, fields: dict[str, str]) -> bool:
-        if fields.get("event") != "dispatched" or fields.get("script_type") != self.script_type:
-            return False
-        group, instance = fields.get("group", ""), fields.get("instance", "")
-        if not group:
-            return True
-        return group == self.group and (not instance or instance == self.instance)
-
     async def _wake_on_dispatch(self) -> None:
-        position = "$"  # until the first successful read says where the stream ends
+        """Set the work flag when a job lands in a queue this actor pops.
+
+        Only the wake-up travels by pub/sub; the job waits in its queue. So a
+        message missed while disconnected costs nothing: every (re)subscribe
+        is followed by a claim attempt."""
+        mine = set(self._queues)
         delay = 0.05
         while not self._closed:
-            if position == "$":
-                try:
-                    position = await last_id(self.redis)
-                except connection.UNAVAILABLE:
-                    await asyncio.sleep(delay)
-                    continue
-                self._work.set()  # anything dispatched before we started reading
+            pubsub = self._waker.pubsub(ignore_subscribe_messages=True)
             try:
-                await self._waker.ready()
-                entries = await connection.xread(
-                    self._waker.client, keys.EVENTS, position, block_ms=5000, count=500
-                )
+                await pubsub.subscribe(keys.wake(self.script_type))
+                self._work.set()  # whatever was dispatched while we were away
+                delay = 0.05
+                while not self._closed:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message["data"] in mine:
+                        self._work.set()
             except connection.UNAVAILABLE:
-                self._waker.lost()
                 if self._closed:
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-                self._work.set()  # re-check queues once Redis is back
-                continue
-            delay = 0.05
-            if not entries:
-                continue
-            position = entries[-1][0]
-            if any(self._concerns_me(fields) for _, fields in entries):
-                self._work.set()
+            finally:
+                with contextlib.suppress(*connection.UNAVAILABLE):
+                    await pubsub.aclose()
 
     async def _obey_control(self, on_stop: Callable[[str], None]) -> None:
         """Stop requests arrive on this instance's control queue (Hero's ctl keys)."""

@@ -38,6 +38,7 @@ local LEADER = '{{LEADER}}'
 local EXPIRING = '{{EXPIRING}}'
 local DLQ_STREAM = '{{DLQ_STREAM}}'
 local GROUP = '{{STREAM_GROUP}}'
+local WAKE = '{{WAKE}}'
 local H = 7
 
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
@@ -77,13 +78,39 @@ local function context(args)
     dlq_maxlen = args[7],
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
+    woken = {},  -- queues whose idle actors this call has woken already
+    seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
   }
+end
+
+-- What every event carries besides the transition. A call reads them once
+-- per job: `about` caches them, and the only writes to `actor` and
+-- `attempt` go through `note` (or set_status's extra fields).
+local EVENT_FIELDS = {'script_type', 'group', 'instance', 'actor', 'caller_id', 'attempt'}
+local EVENT_INDEX = {actor = 4, attempt = 6}
+
+local function about(ctx, id)
+  local f = ctx.seen[id]
+  if not f then
+    f = redis.call('HMGET', JOB .. id, unpack(EVENT_FIELDS))
+    ctx.seen[id] = f
+  end
+  return f
+end
+
+-- Keep the cache true after writing `pairs` (a flat field, value list).
+local function note(ctx, id, pairs)
+  local f = ctx.seen[id]
+  if not f then return end
+  for i = 1, #pairs, 2 do
+    local at = EVENT_INDEX[pairs[i]]
+    if at then f[at] = pairs[i + 1] end
+  end
 end
 
 -- `event` names the transition when it is not just the new status.
 local function emit(ctx, id, status, err, event)
-  local f = redis.call('HMGET', JOB .. id,
-    'script_type', 'group', 'instance', 'actor', 'caller_id', 'attempt')
+  local f = about(ctx, id)
   return redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
@@ -99,15 +126,16 @@ local function retain(ctx, id, status)
   redis.call('EXPIRE', jk, ctx.ttl)
   redis.call('EXPIRE', REPLY .. id, ctx.ttl)
   redis.call('EXPIRE', LOGS .. id, ctx.ttl)
-  local f = redis.call('HMGET', jk, 'script_type', 'caller_id')
+  local f = about(ctx, id)
   redis.call('ZADD', EXPIRING, ctx.ms + ctx.ttl * 1000,
-    cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[2] or ''}))
+    cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
 -- The one way a status changes: hash, status index, event.
 local function set_status(ctx, id, old, new, extra, err, event)
   local jk = JOB .. id
   redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+  if extra then note(ctx, id, extra) end
   if old then redis.call('ZREM', IDX_STATUS .. old, id) end
   redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
   if TERMINAL[new] then
@@ -128,7 +156,11 @@ local function dispatch(ctx, id, old)
   else
     redis.call('LPUSH', f[1], id)
   end
-  redis.call('SADD', QUEUES, f[1])
+  if not ctx.woken[f[1]] then
+    ctx.woken[f[1]] = true
+    redis.call('SADD', QUEUES, f[1])
+    redis.call('PUBLISH', WAKE .. f[3], f[1])
+  end
   if ctx.compat then
     local target = (f[2] and f[2] ~= '') and f[2] or f[3]
     redis.call('LPUSH', LEGACY_WORK .. target, id)
@@ -250,15 +282,20 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   end
   redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
     'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
+  local given = {}
+  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
+  local f = {}
+  for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
+  f[6] = '0'
+  ctx.seen[id] = f
   for _, p in ipairs(prereqs) do
     local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
     table.insert(deps, id)
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
-  local f = redis.call('HMGET', jk, 'script_type', 'caller_id')
   redis.call('ZADD', IDX_ALL, ctx.ms, id)
   redis.call('ZADD', IDX_TYPE .. f[1], ctx.ms, id)
-  if f[2] and f[2] ~= '' then redis.call('ZADD', IDX_CALLER .. f[2], ctx.ms, id) end
+  if f[5] and f[5] ~= '' then redis.call('ZADD', IDX_CALLER .. f[5], ctx.ms, id) end
   set_status(ctx, id, nil, 'created')
   if start_now then return start(ctx, id) end
   return {'created', ''}
@@ -297,10 +334,11 @@ local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id
 local function take(ctx, id, old, who, event, entry)
   local jk = JOB .. id
   redis.call('HINCRBY', jk, 'attempt', 1)
+  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+  ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
      'finished_at', ''}, nil, event)
-  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
   return rec
@@ -399,9 +437,10 @@ local function finish(ctx, held, who, r)
   else
     redis.call('LREM', held, 1, id)
   end
-  local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'actor')
-  if f[1] ~= 'started' or f[2] ~= who.actor then return 0 end
+  local f = redis.call('HMGET', JOB .. id, 'status', unpack(EVENT_FIELDS))
+  local status = table.remove(f, 1)
+  ctx.seen[id] = f
+  if status ~= 'started' or f[4] ~= who.actor then return 0 end
   if r.status == 'error' or r.status == 'timeout' then
     fail_attempt(ctx, id, 'started', r.status, r.error, {'output', r.output, 'log_path', r.log_path})
     return 1
@@ -613,7 +652,9 @@ local function hero_dlq_replay(_, args)
   local replayed = {}
   local function replay(id)
     if redis.call('HGET', JOB .. id, 'status') == 'dlq' then
-      redis.call('HSET', JOB .. id, 'attempt', '0', 'error', '', 'finished_at', '')
+      local fresh = {'attempt', '0', 'error', '', 'finished_at', ''}
+      redis.call('HSET', JOB .. id, unpack(fresh))
+      note(ctx, id, fresh)
       dispatch(ctx, id, 'dlq')
       table.insert(replayed, id)
     end
