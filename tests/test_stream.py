@@ -227,6 +227,27 @@ async def test_a_clean_exit_leaves_no_consumer_behind(
     assert await rds.xinfo_consumers(STREAM, keys.STREAM_GROUP) == []
 
 
+async def test_the_leader_forgets_consumers_of_killed_actors(
+    ssup: Supervisor, scfg: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    await ssup.start((await ssup.create(osis(job_id="c1")))["job_id"])
+    dead = ActorLink(scfg, "osis", "g", "dead", index=3)  # takes a job, then is gone
+    assert [c.job_id for c in await dead.cycle([], 1)] == ["c1"]
+    await rds.xreadgroup(keys.STREAM_GROUP, "host:1:0", {STREAM: ">"})  # read nothing, gone
+    ssup.maintenance.stale_consumer_after = 0.2
+    await asyncio.sleep(0.3)
+    await ssup.maintenance.tick()  # or the background loop did it already
+    names = [c["name"] for c in await rds.xinfo_consumers(STREAM, keys.STREAM_GROUP)]
+    assert names == [dead.consumer]  # it still holds a delivery: kept for a reclaim
+    actors(echo_actor(scfg))
+    await ssup.output("c1", wait=10)  # reclaimed and run
+    await asyncio.sleep(0.3)
+    await ssup.maintenance.tick()  # or the background loop did it already
+    remaining = [c["name"] for c in await rds.xinfo_consumers(STREAM, keys.STREAM_GROUP)]
+    assert dead.consumer not in remaining
+    await dead.close()
+
+
 @pytest.mark.timeout(180)
 async def test_five_hundred_stream_jobs_survive_random_sigkills_at_least_once(
     ssup: Supervisor,

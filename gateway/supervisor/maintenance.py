@@ -1,4 +1,5 @@
-"""The maintenance loop: reaping dead actors, due retries, overdue jobs.
+"""The maintenance loop: reaping dead actors, due retries, overdue jobs,
+expired index entries and, in stream mode, consumers left by dead actors.
 
 Every gateway runs the loop, but only the elected leader (a Redis key with a
 short TTL, renewed each tick) does the work, so several gateways never reap
@@ -27,6 +28,10 @@ log = logging.getLogger("gateway.supervisor.maintenance")
 
 
 class Maintenance:
+    #: Stream mode: a consumer that holds nothing and has not read for this
+    #: long (an actor killed before its clean exit) is removed from the group.
+    stale_consumer_after = 3600.0
+
     def __init__(self, client: aioredis.Redis, config: Config, interval: float = 1.0) -> None:
         self._client = client
         self._config = config
@@ -71,7 +76,7 @@ class Maintenance:
 
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
-        done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0}
+        done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0, "consumers": 0}
         now_ms = int(time.time() * 1000)
         for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
             parts = keys.parse_presence(lease)
@@ -87,6 +92,12 @@ class Maintenance:
         grace_ms = int(self._config.timeout_grace * 1000)
         done["expired"] = int(await self._call("hero_expire", grace_ms, 500))
         done["pruned"] = int(await self._call("hero_prune", 1000))
+        idle_ms = int(self.stale_consumer_after * 1000)
+        for script_type in self._config.stream_types:
+            stream = keys.work_stream(script_type)
+            done["consumers"] += int(
+                await self._call("hero_stream_prune", idle_ms, key_names=[stream])
+            )
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
         return done

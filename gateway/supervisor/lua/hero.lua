@@ -491,6 +491,24 @@ local function hero_stream_touch(keys, args)
   return #ids
 end
 
+-- Stream mode, for the maintenance leader: remove consumers that hold nothing
+-- and have not read for `idle` ms (actors killed before a clean exit).
+-- KEYS: stream ; ARGV: head, idle ms
+local function hero_stream_prune(keys, args)
+  local rows = redis.pcall('XINFO', 'CONSUMERS', keys[1], GROUP)
+  if type(rows) ~= 'table' or rows.err then return 0 end
+  local idle, n = tonumber(args[H + 1]), 0
+  for _, row in ipairs(rows) do
+    local c = {}
+    for i = 1, #row, 2 do c[row[i]] = row[i + 1] end
+    if c.pending == 0 and c.idle > idle then
+      redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, c.name)
+      n = n + 1
+    end
+  end
+  return n
+end
+
 -- Stream mode, on a clean exit: forget this consumer unless it still holds
 -- deliveries (those stay for a peer to reclaim). KEYS: stream ; ARGV: head, consumer
 local function hero_stream_leave(keys, args)
@@ -691,5 +709,6 @@ redis.register_function('hero_start', hero_start)
 redis.register_function('hero_cycle', hero_cycle)
 redis.register_function('hero_stream_touch', hero_stream_touch)
 redis.register_function('hero_stream_leave', hero_stream_leave)
+redis.register_function('hero_stream_prune', hero_stream_prune)
 redis.register_function('hero_stop', hero_stop)
 redis.register_function('hero_delete', hero_delete)
