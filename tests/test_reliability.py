@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
+from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.conftest import ROOT
@@ -110,6 +111,21 @@ async def test_exhausted_retries_go_to_the_dead_letter_list_and_replay(
     again = await fsup.output("dead", wait=20)
     assert again["status"] == "dlq"
     assert [e["job_id"] for e in await fsup.dlq_list()] == ["dead"]
+
+
+async def test_a_replayed_dead_letter_is_not_answered_by_its_old_reply(
+    fsup: Supervisor, fast: Config
+) -> None:
+    actor = flaky_actor(fast, failures=10)
+    serving = asyncio.create_task(actor.serve())
+    result = await fsup.run(job(script_type="osis", job_id="old", retries=1), wait=20)
+    assert result["status"] == "dlq"
+    actor.stop()
+    await asyncio.wait_for(serving, 10)
+    assert await fsup.dlq_replay("osis", ["old"]) == ["old"]
+    with pytest.raises(WaitTimeout):  # nothing runs it: the dead letter's reply must not count
+        await fsup.output("old", wait=0.5)
+    assert (await fsup.status("old"))["status"] == "dispatched"
 
 
 async def test_failure_without_retries_is_a_plain_error(

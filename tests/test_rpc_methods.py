@@ -117,8 +117,9 @@ class FakeSupervisor:
 
     async def queue_stats(self, script_type: str | None = None) -> JsonObjects:
         return [{
-            "queue": "q", "script_type": "python", "group": None, "instance": None,
-            "priority": 1, "depth": 2, "pending": 0, "oldest_age": 1.5, "consumers": 1,
+            "queue": "q", "mode": "list", "script_type": "python", "group": None,
+            "instance": None, "priority": 1, "depth": 2, "lag": 2, "pending": 0,
+            "oldest_age": 1.5, "consumers": 1,
         }]
 
     async def actors(self, script_type: str | None = None) -> JsonObjects:

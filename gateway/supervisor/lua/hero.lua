@@ -673,6 +673,7 @@ local function hero_dlq_replay(_, args)
       local fresh = {'attempt', '0', 'error', '', 'finished_at', ''}
       redis.call('HSET', JOB .. id, unpack(fresh))
       note(ctx, id, fresh)
+      redis.call('DEL', REPLY .. id)  -- the dead letter's answer: not this round's
       dispatch(ctx, id, 'dlq')
       table.insert(replayed, id)
     end
