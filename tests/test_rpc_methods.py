@@ -46,14 +46,16 @@ class FakeSupervisor:
         self.jobs = {"a1": _job("a1", "alice"), "b1": _job("b1", "bob")}
         self.calls: list[tuple[str, Any]] = []
         self.invalid_job = False
+        self.validated: list[bool] = []  # per create/run: was the spec marked checked?
 
     def _find(self, job_id: str) -> JsonObject:
         if job_id not in self.jobs:
             raise JobNotFound(job_id)
         return self.jobs[job_id]
 
-    async def create(self, spec: JsonObject) -> JsonObject:
+    async def create(self, spec: JsonObject, *, validated: bool = False) -> JsonObject:
         self.calls.append(("create", spec))
+        self.validated.append(validated)
         if self.invalid_job:
             raise InvalidJob(
                 "Invalid job: script_type must be one of osis, python",
@@ -69,8 +71,11 @@ class FakeSupervisor:
         self._find(job_id)
         return {"job_id": job_id, "status": "dispatched", "queue": "q"}
 
-    async def run(self, spec: JsonObject, wait: float | None = None) -> JsonObject:
+    async def run(
+        self, spec: JsonObject, wait: float | None = None, *, validated: bool = False
+    ) -> JsonObject:
         self.calls.append(("run", (spec, wait)))
+        self.validated.append(validated)
         return {"job_id": "r1", "status": "finished", "output": "1", "error": None}
 
     async def output(self, job_id: str, wait: float | None = None) -> JsonObject:
@@ -210,6 +215,24 @@ async def test_user_jobs_carry_the_users_caller_id(sup: FakeSupervisor) -> None:
     await call(sup, CallContext(ALICE), "job.run", {"job": SPEC, "wait": 5})
     run: tuple[str, Any] = sup.calls[-1]
     assert run == ("run", (dict(SPEC, caller_id="alice"), 5))
+
+
+@pytest.mark.parametrize("method", ["job.create", "job.run", "create_job", "run_job"])
+async def test_a_checked_jobspec_reaches_the_supervisor_marked_validated(
+    sup: FakeSupervisor, method: str
+) -> None:
+    """The params check already validated the JobSpec: the supervisor is told so,
+    and does not run the schema a second time."""
+    reply = await call(sup, CallContext(ADMIN), method, {"job": SPEC})
+    assert "result" in reply
+    assert sup.validated == [True]
+
+
+async def test_an_invalid_jobspec_never_reaches_the_supervisor(sup: FakeSupervisor) -> None:
+    reply = await call(sup, CallContext(ADMIN), "job.create", {"job": dict(SPEC, priority=7)})
+    assert code(reply) == -32602
+    assert reply["error"]["data"]["path"] == "job.priority"
+    assert sup.calls == [] and sup.validated == []
 
 
 @pytest.mark.parametrize(

@@ -184,6 +184,16 @@ async def test_message_over_the_limit_closes_1009(server: Server) -> None:
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
 
 
+async def test_frames_are_not_compressed(server: Server) -> None:
+    """The client offers permessage-deflate (websockets does by default); the
+    server declines it: deflating small JSON-RPC frames costs more CPU than it saves."""
+    async with websockets.connect(server.ws) as ws:
+        assert ws.response is not None
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+        await ws.send(json.dumps(req("auth.whoami", id=1)))
+        assert json.loads(await asyncio.wait_for(ws.recv(), 10))["result"]["scope"] == "anonymous"
+
+
 async def test_a_message_just_under_the_limit_is_answered(rpc: Rpc) -> None:
     pad = "x" * (MAX_MESSAGE_BYTES - 200)
     answer = await rpc.request("auth.whoami", {"pad": pad})
@@ -228,6 +238,53 @@ async def test_run_and_a_failed_job_is_a_result_not_an_error(rpc: Rpc, actors: A
     assert ok["status"] == "finished" and ok["output"] == "42\n"
     failed = await rpc.call("job.run", {"job": job("raise SystemExit(3)"), "wait": 20})
     assert failed["status"] == "error" and failed["error"]
+
+
+async def test_a_batch_goes_to_redis_together_and_answers_each_element(rpc: Rpc) -> None:
+    """A batch's calls share one pipeline; an element Redis refuses (unknown
+    prerequisite, unknown job, wrong state) is answered on its own."""
+    await rpc.call("job.create", {"job": job(job_id="bt-done")})
+    await rpc.call("job.start", {"job_id": "bt-done"})
+    answers = await rpc.batch(
+        [
+            req("job.create", {"job": job(job_id="bt-1")}, id=1),
+            req("job.create", {"job": job(job_id="bt-bad", prerequisites=["bt-none"])}, id=2),
+            req("job.create", {"job": job(job_id="bt-3")}, id=3),
+            req("job.start", {"job_id": "bt-none"}, id=4),
+            req("job.create", {"job": job(job_id="bt-5")}, id=5),
+            req("job.start", {"job_id": "bt-done"}, id=6),
+            req("job.create", {"job": job(script_type="cobol")}, id=7),
+            req("job.create", {"job": job(job_id="bt-8")}, id=8),
+        ]
+    )
+    assert len(answers) == MAX_INFLIGHT
+    by_id = {a["id"]: a for a in answers}
+    for i in (1, 3, 5, 8):
+        assert by_id[i]["result"] == {"job_id": f"bt-{i}", "status": "created"}
+    assert by_id[2]["error"]["code"] == -32602
+    assert by_id[2]["error"]["data"]["path"] == "job.prerequisites"
+    assert by_id[4]["error"]["code"] == -32001
+    assert by_id[6]["error"]["code"] == -32002
+    assert by_id[7]["error"]["code"] == -32602
+    assert by_id[7]["error"]["data"]["path"] == "job.script_type"
+    started = await rpc.batch(
+        [req("job.start", {"job_id": f"bt-{i}"}, id=100 + i) for i in (1, 3, 5, 8)]
+    )
+    assert sorted(a["result"]["status"] for a in started) == ["dispatched"] * 4
+
+
+async def test_a_batch_of_runs_returns_every_result(rpc: Rpc, actors: Any) -> None:
+    actors()
+    answers = await rpc.batch(
+        [req("job.run", {"job": job(f"print({i} * 3)"), "wait": 30}, id=i) for i in range(1, 8)]
+        + [req("job.run", {"job": job("raise SystemExit(4)"), "wait": 30}, id=8)],
+        within=60,
+    )
+    by_id = {a["id"]: a["result"] for a in answers}
+    assert len(by_id) == MAX_INFLIGHT
+    for i in range(1, 8):
+        assert by_id[i]["status"] == "finished" and by_id[i]["output"] == f"{i * 3}\n"
+    assert by_id[8]["status"] == "error" and by_id[8]["error"]
 
 
 async def test_stop_a_queued_job(rpc: Rpc) -> None:

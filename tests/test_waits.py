@@ -17,6 +17,7 @@ from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import JobNotFound, WaitTimeout
 from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.waits import WaitHub
 from tests.helpers import job
 
 
@@ -154,3 +155,74 @@ async def test_thousand_concurrent_runs_use_a_handful_of_connections(
     assert {r["status"] for r in results} == {"finished"}
     # one pool (max 8 by default) + one events reader, whatever the number of callers
     assert 1 < peak <= config.redis_max_connections + 1, names
+
+
+# -- results carried by the terminal event ------------------------------------------
+
+
+async def _hub(rds: aioredis.Redis) -> WaitHub:
+    async def reconcile(job_id: str) -> None:
+        return None
+
+    hub = WaitHub(rds, watch_interval=30, compat=False, reconcile=reconcile)
+    hub.start()
+    return hub
+
+
+def _terminal(job_id: str, **fields: str) -> dict[str, str]:
+    return {"id": "1-1", "job_id": job_id, "event": "finished", "status": "finished", **fields}
+
+
+async def test_a_terminal_event_with_the_output_resolves_a_created_job_at_once(
+    rds: aioredis.Redis,
+) -> None:
+    """No hash read: the hash here says something else, and the event wins."""
+    await rds.hset(keys.job("ev-1"), mapping={"status": "started", "output": ""})
+    hub = await _hub(rds)
+    try:
+        fut = hub.register("ev-1")
+        hub.created("ev-1")
+        hub.on_events([_terminal("ev-1", output="42", error="")])
+        assert fut.done()
+        assert await hub.wait("ev-1", fut, 1) == {
+            "job_id": "ev-1",
+            "status": "finished",
+            "output": "42",
+            "error": None,
+        }
+    finally:
+        await hub.stop()
+
+
+async def test_an_event_output_is_not_trusted_for_a_job_the_waiter_did_not_create(
+    rds: aioredis.Redis,
+) -> None:
+    """A late terminal event of an earlier round (a replayed dead letter) must
+    not end a wait: without ``created`` the hash decides, as for every event."""
+    await rds.hset(keys.job("ev-2"), mapping={"status": "dispatched"})
+    hub = await _hub(rds)
+    try:
+        fut = hub.register("ev-2")
+        hub.on_events([_terminal("ev-2", status="dlq", output="old", error="gave up")])
+        await asyncio.sleep(0.2)
+        assert not fut.done()
+        await rds.hset(keys.job("ev-2"), mapping={"status": "finished", "output": "new"})
+        hub.on_events([_terminal("ev-2")])  # an event without the output: the hash is read
+        assert (await hub.wait("ev-2", fut, 5))["output"] == "new"
+    finally:
+        await hub.stop()
+
+
+async def test_one_waiter_timing_out_leaves_the_others_waiting(rds: aioredis.Redis) -> None:
+    hub = await _hub(rds)
+    try:
+        short, long = hub.register("ev-3"), hub.register("ev-3")
+        with pytest.raises(WaitTimeout):
+            await hub.wait("ev-3", short, 0.05)
+        assert hub.waiting == 1
+        hub.created("ev-3")
+        hub.on_events([_terminal("ev-3", output="done", error="")])
+        assert (await hub.wait("ev-3", long, 1))["output"] == "done"
+        assert hub.waiting == 0
+    finally:
+        await hub.stop()

@@ -22,15 +22,18 @@ JobIds = list[str]
 class Supervisor(Protocol):
     """The supervisor's public API (``gateway.supervisor.Supervisor``)."""
 
-    def create(self, spec: JsonObject) -> Awaitable[JsonObject]:
-        """``{"job_id", "status"}``."""
+    def create(self, spec: JsonObject, *, validated: bool = False) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``. ``validated``: ``spec`` already passed the
+        contract's JobSpec schema (so it is not checked twice)."""
         ...
 
     def start(self, job_id: str) -> Awaitable[JsonObject]:
         """``{"job_id", "status", "queue"}``."""
         ...
 
-    def run(self, spec: JsonObject, wait: float | None = None) -> Awaitable[JsonObject]:
+    def run(
+        self, spec: JsonObject, wait: float | None = None, *, validated: bool = False
+    ) -> Awaitable[JsonObject]:
         """A JobResult once the job ended; ``WaitTimeout`` if it did not in time."""
         ...
 

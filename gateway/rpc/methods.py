@@ -1,6 +1,7 @@
 """The method table: every method of the contract, each a thin handler.
 
-A handler gets params already checked against the contract, applies the
+A handler gets params already checked against the contract (so a JobSpec
+goes to the supervisor marked ``validated``: it is not checked twice), applies the
 identity rules (``access``), calls the supervisor and returns its answer as
 the contract shapes it. No handler knows a Redis key or decides anything
 about queues.
@@ -85,7 +86,7 @@ class _Handlers:
     async def job_create(self, params: Params, ctx: CallContext) -> JsonObject:
         spec = access.own_spec(self._who(ctx), params["job"])
         with _job_param():
-            return await self._sup.create(spec)
+            return await self._sup.create(spec, validated=True)
 
     async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
         await self._owned(ctx, params["job_id"])
@@ -94,7 +95,7 @@ class _Handlers:
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
         spec = access.own_spec(self._who(ctx), params["job"])
         with _job_param():
-            return await self._sup.run(spec, params.get("wait"))
+            return await self._sup.run(spec, params.get("wait"), validated=True)
 
     async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
         await self._owned(ctx, params["job_id"])

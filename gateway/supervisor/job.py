@@ -52,6 +52,18 @@ _NULLABLE = (
 )
 #: Hash fields that are ours and internal; never shown to clients.
 _PRIVATE = ("ctl", "lease", "mode", "entry")
+#: JobSpec fields taken as given when present (``JobSpec.from_valid``); the
+#: dataclass defaults apply when absent.
+_PLAIN_FIELDS = (
+    "caller_id",
+    "context_id",
+    "worker_id",
+    "group",
+    "instance",
+    "priority",
+    "timeout",
+    "retries",
+)
 
 
 @dataclass(frozen=True)
@@ -78,37 +90,40 @@ class JobSpec:
     ) -> JobSpec:
         """Validate a client's JobSpec; every bad field is reported at once."""
         found = problems(contract.schema_validator("JobSpec"), data)
-        if not found and data["script_type"] not in script_types:
-            found.append(
-                {
-                    "field": "script_type",
-                    "message": "must be one of " + ", ".join(sorted(script_types)),
-                    "schema_path": "",
-                }
-            )
-        stream = not found and data["script_type"] in stream_types
+        if found:
+            raise _invalid(found)
+        return cls.from_valid(data, script_types, stream_types)
+
+    @classmethod
+    def from_valid(
+        cls,
+        data: Mapping[str, Any],
+        script_types: Collection[str],
+        stream_types: Collection[str] = (),
+    ) -> JobSpec:
+        """A JobSpec from data that already passed the contract's JobSpec schema
+        (the RPC layer checks every call's params before its handler runs), so
+        the schema is not checked twice. Only the checks a schema cannot make
+        are done here: the configured script types and stream mode's limits.
+        Data that was not checked against the schema goes through ``parse``."""
+        script_type = data["script_type"]
+        found: list[dict[str, str]] = []
+        if script_type not in script_types:
+            message = "must be one of " + ", ".join(sorted(script_types))
+            found.append({"field": "script_type", "message": message, "schema_path": ""})
+        stream = not found and script_type in stream_types
         if stream:
             found += _stream_problems(data)
         if found:
-            raise InvalidJob(
-                "Invalid job: " + "; ".join(f"{p['field'] or 'job'} {p['message']}" for p in found),
-                data=found,
-            )
+            raise _invalid(found)
         return cls(
             script=data["script"],
-            script_type=data["script_type"],
+            script_type=script_type,
             job_id=data.get("job_id") or str(uuid.uuid4()),
-            caller_id=data.get("caller_id", ""),
-            context_id=data.get("context_id", ""),
-            worker_id=data.get("worker_id", ""),
-            group=data.get("group", ""),
-            instance=data.get("instance", ""),
-            priority=data.get("priority", keys.DEFAULT_PRIORITY),
-            timeout=data.get("timeout", 300),
-            retries=data.get("retries", 0),
             env_vars=dict(data.get("env_vars", {})),
             prerequisites=tuple(data.get("prerequisites", ())),
             stream=stream,
+            **{name: data[name] for name in _PLAIN_FIELDS if name in data},
         )
 
     @property
@@ -139,6 +154,13 @@ class JobSpec:
         if self.stream:
             pairs["mode"] = "stream"
         return [item for kv in pairs.items() for item in kv]
+
+
+def _invalid(found: list[dict[str, str]]) -> InvalidJob:
+    return InvalidJob(
+        "Invalid job: " + "; ".join(f"{p['field'] or 'job'} {p['message']}" for p in found),
+        data=found,
+    )
 
 
 def _stream_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:

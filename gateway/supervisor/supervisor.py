@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.supervisor import connection, keys, library, listing, presence, stats
+from gateway.supervisor.batching import Coalescer, Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec, decode, result
@@ -87,17 +89,39 @@ class Supervisor:
     async def _call(self, function: str, *args: str | int) -> Any:
         return await library.call(self.redis, self.config, function, *args)
 
-    def parse(self, spec: Any) -> JobSpec:
+    def parse(self, spec: Any, *, validated: bool = False) -> JobSpec:
+        """``validated``: the caller already checked ``spec`` against the
+        contract's JobSpec schema (the RPC layer does, for every call)."""
+        if validated:
+            return JobSpec.from_valid(spec, self.config.script_types, self.config.stream_types)
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
+    #: The commands and the submits issued in one turn of the event loop (the
+    #: elements of a JSON-RPC batch) go out together: see ``batching``.
+    _coalescer: Coalescer | None = None
+    _submits: Merger[tuple[JobSpec, bool]] | None = None
+
+    def _batched(self) -> Coalescer:
+        if self._coalescer is None:
+            self._coalescer = Coalescer(self.redis)
+        return self._coalescer
+
+    async def _fcall(self, function: str, *args: str) -> Any:
+        """``_call``, sent in one pipeline with the calls issued alongside it."""
+        try:
+            return await self._batched().execute(
+                "FCALL", function, 0, *library.head(self.config), *args
+            )
+        except ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+        return await self._call(function, *args)  # loads the library again, then retries
+
     async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
-        reply = await self._call(
-            "hero_submit",
-            spec.job_id,
-            "1" if start else "0",
-            json.dumps(list(spec.prerequisites)),
-            *spec.hash_fields(),
-        )
+        """``hero_submit``'s reply, merged with the submits issued alongside it."""
+        if self._submits is None:
+            self._submits = Merger(self._submit_jobs)
+        reply = await self._submits.submit((spec, start))
         if reply[0] == "bad_prerequisite":
             raise InvalidJob(
                 f"Invalid job: prerequisite {reply[1]} is unknown or the job itself",
@@ -115,6 +139,33 @@ class Supervisor:
     #: never holds Redis for long (the rest of a batch goes in the same pipeline).
     SUBMIT_BATCH = 100
 
+    async def _submit_jobs(self, jobs: Sequence[tuple[JobSpec, bool]]) -> list[Any]:
+        """Each job's ``hero_submit`` reply (or the error of its call), in order:
+        one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs of the same start
+        flag, all in one pipeline."""
+        size = self.SUBMIT_BATCH
+        calls: list[list[int]] = []  # per call: the positions of its jobs
+        for start in (True, False):
+            chosen = [i for i, (_, s) in enumerate(jobs) if s is start]
+            calls += [chosen[i : i + size] for i in range(0, len(chosen), size)]
+        commands = []
+        for positions in calls:
+            args = ["1" if jobs[positions[0]][1] else "0"]
+            for i in positions:
+                job = jobs[i][0]
+                prerequisites = json.dumps(list(job.prerequisites))
+                args += [job.job_id, prerequisites, json.dumps(job.hash_fields())]
+            commands.append(("FCALL", "hero_submit_many", 0, *library.head(self.config), *args))
+        replies = await self._batched().pipeline(commands)
+        if any(_lost_library(r) for r in replies):  # nothing ran: load it, then once more
+            await library.load(self.redis)
+            replies = await self._batched().pipeline(commands)
+        answers: list[Any] = [None] * len(jobs)
+        for positions, reply in zip(calls, replies, strict=True):
+            for n, i in enumerate(positions):
+                answers[i] = reply if isinstance(reply, Exception) else reply[n]
+        return answers
+
     @guarded
     async def submit_many(
         self, specs: Sequence[Any], *, start: bool = True
@@ -126,19 +177,10 @@ class Supervisor:
         ``start``'s) shape; a job whose prerequisite is unknown gets status
         ``invalid`` with the reason in ``error`` instead of failing the batch."""
         jobs = [self.parse(spec) for spec in specs]
-        head = library.head(self.config)
-        flag = "1" if start else "0"
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for i in range(0, len(jobs), self.SUBMIT_BATCH):
-                args: list[str] = []
-                for job in jobs[i : i + self.SUBMIT_BATCH]:
-                    args += [
-                        job.job_id,
-                        json.dumps(list(job.prerequisites)),
-                        json.dumps(job.hash_fields()),
-                    ]
-                pipe.fcall("hero_submit_many", 0, *head, flag, *args)
-            replies = [r for chunk in await pipe.execute() for r in chunk]
+        replies = await self._submit_jobs([(job, start) for job in jobs])
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
         answers: list[dict[str, Any]] = []
         for job, reply in zip(jobs, replies, strict=True):
             kind = str(reply[0])
@@ -163,15 +205,15 @@ class Supervisor:
         return answers
 
     @guarded
-    async def create(self, spec: Any) -> dict[str, Any]:
-        job = self.parse(spec)
+    async def create(self, spec: Any, *, validated: bool = False) -> dict[str, Any]:
+        job = self.parse(spec, validated=validated)
         reply = await self._submit(job, start=False)
         status = reply[1] if reply[0] == "exists" else reply[0]
         return {"job_id": job.job_id, "status": status}
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call("hero_start", job_id)
+        reply = await self._fcall("hero_start", job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -182,17 +224,21 @@ class Supervisor:
         return {"job_id": job_id, "status": reply[0], "queue": reply[1] or None}
 
     @guarded
-    async def run(self, spec: Any, wait: float | None = None) -> dict[str, Any]:
+    async def run(
+        self, spec: Any, wait: float | None = None, *, validated: bool = False
+    ) -> dict[str, Any]:
         """Create, start and wait, in one Function call plus the wait.
 
         The waiter is registered before the job exists, so its end cannot be missed.
         """
         self._must_watch()
-        job = self.parse(spec)
+        job = self.parse(spec, validated=validated)
         timeout = _wait_seconds(wait, default=float(job.timeout))
         fut = self.waits.register(job.job_id)
         try:
             reply = await self._submit(job, start=True)
+            if reply[0] != "exists":
+                self.waits.created(job.job_id)
             if reply[0] == "exists" and reply[1] == "created":
                 await self.start(job.job_id)
             elif reply[0] == "error" or (reply[0] == "exists" and reply[1] in TERMINAL):
@@ -397,6 +443,10 @@ def _dlq_stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> d
         "attempt": int(fields.get("attempt") or 0),
         "ts": int(fields.get("dlq_ts") or 0),
     }
+
+
+def _lost_library(reply: Any) -> bool:
+    return isinstance(reply, ResponseError) and "function not found" in str(reply).lower()
 
 
 def _wait_seconds(wait: float | None, default: float) -> float:

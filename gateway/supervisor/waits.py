@@ -4,7 +4,9 @@ Three kinds of actor report completion differently, so a wait is resolved
 by whichever signal comes first:
 
 - our actors append a terminal event: the shared ``EventReader`` sees it and
-  one batched HMGET fetches the results of every job that ended in the batch;
+  one batched HMGET fetches the results of every job that ended in the batch
+  (no fetch at all when the event carries the output and the wait is on a job
+  its caller just created: see ``WaitHub.created``);
 - reply-queue actors LPUSH the reply queue (``keys.reply``, or the legacy
   ``keys.legacy_reply``) and write the hash;
 - hash-only actors write only the hash.
@@ -43,6 +45,8 @@ _RESULT_FIELDS = ("status", "output", "error")
 class _Wait:
     futures: list[asyncio.Future[Result]] = field(default_factory=list)
     ours: bool = False  # claimed by one of our actors: the events stream will tell
+    #: The waiter created the job, so every event of it is of this round.
+    created: bool = False
     next_check: float = 0.0
     backoff: float = 0.0
 
@@ -100,7 +104,8 @@ class WaitHub:
 
     async def wait(self, job_id: str, fut: asyncio.Future[Result], seconds: float) -> Result:
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), seconds)
+            async with asyncio.timeout(seconds):  # cancels only this waiter's own future
+                return await fut
         except TimeoutError:
             raise WaitTimeout(job_id) from None
         finally:
@@ -117,6 +122,14 @@ class WaitHub:
                 fut.set_exception(value)
             else:
                 fut.set_result(value)
+
+    def created(self, job_id: str) -> None:
+        """The waiter has just created this job (``run``): its terminal event
+        cannot be a late one of an earlier round (a replayed dead letter), so
+        one that carries the output resolves the wait without reading the hash."""
+        wait = self._waits.get(job_id)
+        if wait is not None:
+            wait.created = True
 
     def forget(self, job_id: str, fut: asyncio.Future[Result]) -> None:
         wait = self._waits.get(job_id)
@@ -135,7 +148,9 @@ class WaitHub:
             if wait is None:
                 continue
             status = event.get("status", "")
-            if status in TERMINAL:
+            if status in TERMINAL and wait.created and "output" in event:
+                self.resolve(event["job_id"], _from_event(event))
+            elif status in TERMINAL:
                 self._ended.add(event["job_id"])
                 self._wake_fetcher.set()
             elif status == "started" and event.get("actor"):
@@ -206,6 +221,10 @@ class WaitHub:
                 if wait is not None:
                     wait.backoff = min(max(wait.backoff * 2, self._interval), 8 * self._interval)
                     wait.next_check = now + wait.backoff
+
+
+def _from_event(event: Event) -> Result:
+    return result(event["job_id"], event["status"], event["output"], event.get("error"))
 
 
 def _from_reply(job_id: str, payload: str, output: str | None, error: str | None) -> Result:

@@ -1,0 +1,57 @@
+"""JobSpec validated once: ``parse`` for anyone, ``from_valid`` for data the
+RPC layer already checked against the contract. Pure logic, no Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.errors import InvalidJob
+from gateway.supervisor.job import JobSpec
+
+TYPES = ("python", "osis")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"script": "x", "script_type": "python"},
+        {
+            "script": "x",
+            "script_type": "osis",
+            "job_id": "j1",
+            "caller_id": "c",
+            "context_id": "ctx",
+            "worker_id": "w",
+            "group": "g",
+            "instance": "i",
+            "priority": 0,
+            "timeout": 9,
+            "retries": 2,
+            "env_vars": {"A": "1"},
+            "prerequisites": ["p1", "p2"],
+        },
+    ],
+)
+def test_from_valid_builds_what_parse_builds(data: dict[str, Any]) -> None:
+    data = {"job_id": "fixed", **data}
+    assert JobSpec.from_valid(data, TYPES) == JobSpec.parse(data, TYPES)
+
+
+def test_parse_still_checks_the_schema_for_direct_callers() -> None:
+    with pytest.raises(InvalidJob) as err:
+        JobSpec.parse({"script": "x", "script_type": "python", "priority": 9}, TYPES)
+    assert err.value.data[0]["field"] == "priority"
+
+
+@pytest.mark.parametrize("make", [JobSpec.parse, JobSpec.from_valid])
+def test_both_refuse_what_no_schema_can_know(make: Any) -> None:
+    with pytest.raises(InvalidJob) as err:
+        make({"script": "x", "script_type": "cobol"}, TYPES)
+    assert err.value.data == [
+        {"field": "script_type", "message": "must be one of osis, python", "schema_path": ""}
+    ]
+    with pytest.raises(InvalidJob) as stream:
+        make({"script": "x", "script_type": "python", "group": "g"}, TYPES, ("python",))
+    assert stream.value.data[0]["field"] == "group"
