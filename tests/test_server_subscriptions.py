@@ -66,6 +66,7 @@ async def test_answer_first_then_every_transition_in_stream_order(
     assert [e["id"] for e in events] == stream
     assert isinstance(events[-1]["ts"], int) and events[-1]["attempt"] == 1
     assert events[0]["group"] is None and events[0]["error"] is None
+    assert events[-1]["output"] == "1\n" and "output" not in events[0]
 
 
 async def test_replayed_events_never_come_before_the_subscribe_answer(rpc: Rpc) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.supervisor import Supervisor, keys
@@ -176,6 +177,29 @@ async def test_every_transition_appends_one_event(
         ("default:a", "1"),
     ]
     assert all(int(e["ts"]) > 0 for e in events)
+    assert events[3]["output"] == "out"  # terminal events carry a small output
+    assert not any("output" in e for e in events[:3])
+
+
+async def test_a_large_output_stays_out_of_the_event_and_still_reaches_the_waiter(
+    sup: Supervisor, config: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    actor = Actor(config)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    actors(actor)
+    small, large = "s" * 4096, "L" * 4097
+    assert (await sup.run(job(small, script_type="osis", job_id="small"), wait=10))[
+        "output"
+    ] == small
+    assert (await sup.run(job(large, script_type="osis", job_id="large"), wait=10))[
+        "output"
+    ] == large
+    ends = {f["job_id"]: f for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "finished"}
+    assert ends["small"]["output"] == small and "output" not in ends["large"]
 
 
 async def test_events_stream_is_trimmed_to_about_maxlen(

@@ -226,6 +226,8 @@ export interface Event {
   /** When it happened, milliseconds since the Unix epoch. */
   ts: number;
   error: string | null;
+  /** On a terminal event (finished, error, stopped, timeout, dlq): the job's output, when it is at most 4 KiB. Absent otherwise. */
+  output?: string | null;
 }
 
 export interface Subscription {

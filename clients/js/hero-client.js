@@ -272,6 +272,8 @@ export function errorFor(code, message, data = null) {
  * @property {number} attempt
  * @property {number} ts When it happened, milliseconds since the Unix epoch.
  * @property {string | null} error
+ * @property {string | null} [output] On a terminal event (finished, error, stopped, timeout,
+ *   dlq): the job's output, when it is at most 4 KiB. Absent otherwise.
  */
 
 /**

@@ -55,8 +55,9 @@ def contract_event(raw: Mapping[str, str]) -> dict[str, Any]:
 
     The stream stores strings only: empty means absent (null), ``attempt`` and
     ``ts`` are integers. Entries written by older actors may lack fields; ``ts``
-    then falls back to the stream id's milliseconds. Fields the contract does
-    not describe are dropped (Event is a closed schema)."""
+    then falls back to the stream id's milliseconds. ``output`` is present
+    only on terminal events. Fields the contract does not describe are
+    dropped (Event is a closed schema)."""
     entry_id = raw.get("id", "0-0")
     event: dict[str, Any] = {"id": entry_id}
     for name in _STRINGS:
@@ -65,6 +66,8 @@ def contract_event(raw: Mapping[str, str]) -> dict[str, Any]:
         event[name] = raw.get(name) or None
     event["attempt"] = max(_int(raw.get("attempt"), 0), 0)
     event["ts"] = _int(raw.get("ts"), _int(entry_id.partition("-")[0], 0))
+    if "output" in raw:  # terminal events, when the output is small
+        event["output"] = raw["output"] or None
     return event
 
 

@@ -206,6 +206,9 @@ class Event(TypedDict):
     #: When it happened, milliseconds since the Unix epoch.
     ts: int
     error: str | None
+    #: On a terminal event (finished, error, stopped, timeout, dlq): the job's output, when it
+    #: is at most 4 KiB. Absent otherwise.
+    output: NotRequired[str | None]
 
 
 class Subscription(TypedDict):

@@ -108,14 +108,24 @@ local function note(ctx, id, pairs)
   end
 end
 
+-- A terminal event carries the job's output when it is at most this many
+-- bytes, so a run-and-wait needs no second read (supervisor/waits.py) and
+-- subscribers see results as they happen, while the stream stays small.
+local OUTPUT_IN_EVENT = 4096
+
 -- `event` names the transition when it is not just the new status.
 local function emit(ctx, id, status, err, event)
   local f = about(ctx, id)
+  local result = {}
+  if TERMINAL[status] then
+    local out = redis.call('HGET', JOB .. id, 'output') or ''
+    if #out <= OUTPUT_IN_EVENT then result = {'output', out} end
+  end
   return redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
     'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
-    'ts', tostring(ctx.ms), 'error', err or '')
+    'ts', tostring(ctx.ms), 'error', err or '', unpack(result))
 end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
