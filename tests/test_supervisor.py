@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink, Outcome
-from tests.helpers import job
+from tests.helpers import eventually, job
 
 
 async def link(
@@ -200,6 +201,70 @@ async def test_a_large_output_stays_out_of_the_event_and_still_reaches_the_waite
     ] == large
     ends = {f["job_id"]: f for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "finished"}
     assert ends["small"]["output"] == small and "output" not in ends["large"]
+
+
+# -- direct handoff to an idle actor ------------------------------------------
+
+
+async def test_an_idle_actor_is_handed_the_next_job_already_claimed(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    idle = await link(config, "default", "idle")
+    try:
+        assert await idle.cycle([], 4, accept_handoff=True) == []
+        assert await rds.llen(keys.idle("osis")) == 1
+        await sup.start((await sup.create(job("h", script_type="osis", job_id="h1")))["job_id"])
+        assert await rds.llen(keys.work_queue("osis")) == 0  # never queued
+        assert [q["queue"] for q in await sup.queue_stats("osis")] == [keys.work_queue("osis")]
+        assert await rds.lrange(keys.held("osis", "default", "idle"), 0, -1) == ["h1"]
+        got = await sup.get("h1")
+        assert (got["status"], got["actor"], got["attempt"]) == ("started", "default:idle", 1)
+        await eventually(_has_handed(idle))
+        [handed] = idle.handed()
+        assert (handed.job_id, handed.script, handed.attempt) == ("h1", "h", 1)
+        assert await rds.llen(keys.idle("osis")) == 0  # one job per registration
+        await sup.start((await sup.create(job(script_type="osis", job_id="h2")))["job_id"])
+        assert await rds.llen(keys.work_queue("osis")) == 1  # no idle actor left: queued
+        [claimed] = await idle.cycle([Outcome("h1", "finished", "out")], 4, accept_handoff=True)
+        assert claimed.job_id == "h2" and await rds.llen(keys.idle("osis")) == 0
+        assert (await sup.output("h1"))["output"] == "out"
+        kinds = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "h1"]
+        assert kinds == ["created", "dispatched", "started", "finished"]
+    finally:
+        await idle.close()
+    assert await rds.llen(keys.idle("osis")) == 0
+
+
+async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_ask(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    gone = await link(config, "default", "gone")
+    plain = await link(config, "default", "plain")
+    try:
+        assert await plain.cycle([], 1) == []  # not asking: never registered
+        assert await gone.cycle([], 1, accept_handoff=True) == []
+        await rds.delete(keys.presence("osis", "default", "gone"))  # its presence expired
+        await sup.start((await sup.create(job(script_type="osis", job_id="q1")))["job_id"])
+        assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["q1"]
+        assert await rds.llen(keys.idle("osis")) == 0  # the gone actor's record was dropped
+
+        assert await gone.cycle([], 1, accept_handoff=True) != []  # takes q1
+        await rds.lpush(keys.idle("osis"), "junk")
+        await sup.start(
+            (await sup.create(job(script_type="osis", group="g", job_id="g1")))["job_id"]
+        )
+        assert await rds.lrange(keys.work_queue("osis", "g"), 0, -1) == ["g1"]
+        assert await rds.lrange(keys.idle("osis"), 0, -1) == ["junk"]  # not for a group job
+    finally:
+        await gone.close()
+        await plain.close()
+
+
+def _has_handed(actor: ActorLink) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return actor.has_handed()
+
+    return check
 
 
 async def test_events_stream_is_trimmed_to_about_maxlen(

@@ -121,27 +121,35 @@ class Actor:
                 running[job.job_id] = task
                 task.add_done_callback(functools.partial(finished, job.job_id))
 
-        adopt = True  # held jobs of an earlier process with this name
         try:
-            while not (self._stopping.is_set() and not running and not done):
-                want = 0 if self._stopping.is_set() else self.concurrency - len(running)
+            while True:
+                is_stopping = self._stopping.is_set()
+                if is_stopping and not running and not done:
+                    with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
+                        await link.withdraw()
+                        launch(link.handed())  # handed over just before we withdrew
+                        launch(await link.adopt(running))
+                    if not running:
+                        break
+                    continue
+                launch(link.handed())
+                want = 0 if is_stopping else self.concurrency - len(running)
                 if done or want:
                     outcomes, done[:] = list(done), []
                     try:
-                        if adopt:
+                        if link.adopt_due:  # held jobs of an earlier process with this name
                             launch(await link.adopt(running))
-                            adopt = False
-                        claimed = await link.cycle(outcomes, want)
+                        claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
                     except UNAVAILABLE:
                         done[:0] = outcomes  # keep them; report once Redis is back
-                        adopt = True  # the cycle may have claimed jobs whose reply was lost
+                        link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
                         await asyncio.sleep(0.5)
                         continue
                     launch(claimed)
                     if claimed and len(claimed) == want:
                         continue  # maybe more queued
-                if done:
-                    continue  # finished while cycling: its poke was cleared by the cycle
+                if done or link.has_handed():
+                    continue  # arrived while cycling: the cycle cleared their wake-up
                 waker = asyncio.create_task(link.wait_for_work())
                 await asyncio.wait({waker, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 waker.cancel()

@@ -199,6 +199,17 @@ def wake(script_type: str) -> str:
     return f"{PREFIX}:wake:type:{script_type}"
 
 
+def idle(script_type: str) -> str:
+    """Actors of the type whose last cycle found nothing while they had room:
+    a dispatch hands a job to one of them directly (no claim round trip)."""
+    return f"{PREFIX}:q:idle:type:{script_type}"
+
+
+def handoff(script_type: str, group: str, instance: str) -> str:
+    """Pub/sub channel of one actor instance: the claim rows of jobs handed to it."""
+    return f"{PREFIX}:wake:inst:{script_type}:{group}:{instance}"
+
+
 def dlq_stream(script_type: str) -> str:
     """Stream mode's dead-letter stream per type: job_id, reason, last_error, dlq_ts, attempt."""
     return f"{PREFIX}:q:dlq:stream:type:{script_type}"

@@ -42,6 +42,7 @@ def source() -> str:
         "DLQ_STREAM": keys.dlq_stream(""),
         "STREAM_GROUP": keys.STREAM_GROUP,
         "WAKE": keys.wake(""),
+        "IDLE": keys.idle(""),
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
         "EXPIRING": keys.EXPIRING,

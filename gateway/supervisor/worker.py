@@ -6,6 +6,13 @@ Function call); an idle one waits for a wake-up that ``dispatch`` publishes
 on its type's channel, naming the queue, so nothing polls and an actor is
 woken only by work it may take (not by every event of every job).
 
+An actor that found nothing while it had room is also on its type's idle
+list, so the next dispatch hands it the job directly: already claimed, the
+claim row published on the instance's own channel (``handed``), saving the
+claim round trip for an interactive run-and-wait. Such a job is in the held
+list like any other, so a message lost on a reconnect is recovered by
+``adopt``.
+
 In stream mode (``HERO_STREAM_TYPES``) the link is a consumer named
 ``host:pid:index`` in the type stream's group. Its heartbeat also refreshes
 the deliveries it holds, and its cycles reclaim those a silent consumer left
@@ -106,7 +113,17 @@ class ActorLink:
         else:
             self.consumer = ""
             self._queues = keys.pop_order(script_type, group, instance)
-        self._cycle_keys = [self._held, *self._queues]
+        self._idle = keys.idle(script_type)
+        self._channel = keys.handoff(script_type, group, instance)
+        # one line per field: hand_off in hero.lua reads it back
+        parts = [self.name, self._held, self._ctl, self._lease, self._channel]
+        self._record = "" if self.stream else "\n".join(parts)
+        self._cycle_keys = [self._held, self._idle, *self._queues]
+        self._handed: list[Claimed] = []
+        self._adopted: set[str] = set()
+        #: Held jobs may be unknown to this process: at start, after a lost
+        #: cycle reply, and after a reconnect that may have lost a handoff.
+        self.adopt_due = True
         #: Stream entry of each job this consumer runs (acked with its outcome).
         self._entries: dict[str, str] = {}
         self._reclaim = self.stream  # reclaim at start, then once per heartbeat
@@ -151,6 +168,7 @@ class ActorLink:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             with contextlib.suppress(*connection.UNAVAILABLE):
+                await self.withdraw()
                 await presence.leave(self.redis, self._info)
                 if self.stream:
                     await self._stream_call("hero_stream_leave")
@@ -158,13 +176,19 @@ class ActorLink:
         await self._control.aclose()
         await self.redis.aclose()
 
-    async def cycle(self, outcomes: Sequence[Outcome], want: int) -> list[Claimed]:
-        """Report outcomes and claim up to ``want`` jobs, in one round trip."""
+    async def cycle(
+        self, outcomes: Sequence[Outcome], want: int, *, accept_handoff: bool = False
+    ) -> list[Claimed]:
+        """Report outcomes and claim up to ``want`` jobs, in one round trip.
+
+        ``accept_handoff``: when nothing is claimed, wait on the idle list for
+        a job handed over directly (see ``handed``); only for a link whose
+        caller runs what ``handed`` returns."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
         args: list[str | int] = [self.name, self._ctl, self._lease, want, self.consumer, idle_ms]
-        args.append(len(outcomes))
+        args += [self._record if accept_handoff and self._tasks else "", len(outcomes)]
         for o in outcomes:
             entry = self._entries.get(o.job_id, "")
             args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
@@ -182,11 +206,27 @@ class ActorLink:
                 self._entries[row[0]] = row[-1]
         return claimed
 
+    def handed(self) -> list[Claimed]:
+        """Jobs handed to this actor since the last call, to run now."""
+        jobs = [job for job in self._handed if job.job_id not in self._adopted]
+        self._adopted.difference_update(job.job_id for job in self._handed)
+        self._handed = []
+        return jobs
+
+    def has_handed(self) -> bool:
+        return bool(self._handed)
+
+    async def withdraw(self) -> None:
+        """Leave the idle list: no job is handed over after this returns."""
+        if self._record:
+            await self.redis.lrem(self._idle, 0, self._record)
+
     async def adopt(self, running: Collection[str]) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
         reply was lost (Redis went away mid-call), or a previous process with the
         same instance name. They are run again (the finish stays exactly-once).
         In stream mode: the entries this consumer was delivered and has not acked."""
+        self.adopt_due = False
         if self.stream:
             held = await self._delivered()
         else:
@@ -202,6 +242,7 @@ class ActorLink:
         for job_id, row in zip(orphans, rows, strict=True):
             if row[0] == "started" and row[1] == self.name:
                 adopted.append(Claimed.from_row([job_id, *row[2:]]))
+                self._adopted.add(job_id)  # its handoff message may still come
             elif self.stream:
                 stale.append(self._entries.pop(job_id))
         if stale:  # ended meanwhile (stopped, reaped, deleted): nothing left to run
@@ -246,16 +287,25 @@ class ActorLink:
         message missed while disconnected costs nothing: every (re)subscribe
         is followed by a claim attempt."""
         mine = set(self._queues)
+        channels = [keys.wake(self.script_type)] + ([self._channel] if self._record else [])
         delay = 0.05
+        first = True
         while not self._closed:
             pubsub = self._waker.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(keys.wake(self.script_type))
+                await pubsub.subscribe(*channels)
                 self._work.set()  # whatever was dispatched while we were away
-                delay = 0.05
+                if not first:
+                    self.adopt_due = True  # a handoff may have been published meanwhile
+                first, delay = False, 0.05
                 while not self._closed:
                     message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and message["data"] in mine:
+                    if message is None:
+                        continue
+                    if message["channel"] == self._channel:
+                        self._handed.append(Claimed.from_row(json.loads(message["data"])))
+                        self._work.set()
+                    elif message["data"] in mine:
                         self._work.set()
             except connection.UNAVAILABLE:
                 if self._closed:

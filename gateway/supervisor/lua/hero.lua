@@ -38,6 +38,7 @@ local LEADER = '{{LEADER}}'
 local EXPIRING = '{{EXPIRING}}'
 local DLQ_STREAM = '{{DLQ_STREAM}}'
 local GROUP = '{{STREAM_GROUP}}'
+local IDLE = '{{IDLE}}'
 local WAKE = '{{WAKE}}'
 local H = 7
 
@@ -78,6 +79,7 @@ local function context(args)
     dlq_maxlen = args[7],
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
+    routed = {},  -- queues this call has recorded in QUEUES already
     woken = {},  -- queues whose idle actors this call has woken already
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
   }
@@ -156,8 +158,57 @@ local function set_status(ctx, id, old, new, extra, err, event)
   return emit(ctx, id, new, err, event)
 end
 
+local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
+  'context_id', 'attempt', 'retries', 'group', 'instance'}
+
+-- Mark a claimed job started by this actor; the row the actor runs it from.
+local function take(ctx, id, old, who, event, entry)
+  local jk = JOB .. id
+  redis.call('HINCRBY', jk, 'attempt', 1)
+  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+  ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
+  set_status(ctx, id, old, 'started',
+    {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
+     'finished_at', ''}, nil, event)
+  table.insert(rec, 1, id)
+  rec[#rec + 1] = entry or ''
+  return rec
+end
+
+-- An idle actor of the type (one whose last cycle found nothing to do) gets
+-- the job handed to it: moved to its held list, marked started and published
+-- on its own channel, so it starts running without a claim round trip. An
+-- entry whose actor's presence is gone is dropped. Records are written by
+-- hero_cycle: actor, held, ctl, lease and channel, one per line.
+local function hand_off(ctx, id, old, script_type)
+  local idle = IDLE .. script_type
+  while true do
+    local rec = redis.call('RPOP', idle)
+    if not rec then return false end
+    local actor, held, ctl, lease, channel =
+      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)$')
+    if lease and redis.call('EXISTS', lease) == 1 then
+      redis.call('LPUSH', held, id)
+      set_status(ctx, id, old, 'dispatched')
+      local row = take(ctx, id, 'dispatched', {actor = actor, ctl = ctl, lease = lease})
+      redis.call('PUBLISH', channel, cjson.encode(row))
+      return true
+    end
+  end
+end
+
+-- Into the job's queue, or straight to an idle actor when any of its type
+-- may take it: not in stream mode (the stream is the record of delivery),
+-- not in compat mode (a legacy actor could pop the job as well), and not
+-- routed to a group (only that group's actors may run it).
 local function dispatch(ctx, id, old)
-  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type', 'mode')
+  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type', 'mode', 'group')
+  if not ctx.routed[f[1]] then  -- for queue.stats, even when no job waits in it
+    ctx.routed[f[1]] = true
+    redis.call('SADD', QUEUES, f[1])
+  end
+  local direct = f[4] ~= 'stream' and not ctx.compat and (f[5] or '') == ''
+  if direct and hand_off(ctx, id, old, f[3]) then return f[1] end
   if f[4] == 'stream' then
     if redis.call('EXISTS', f[1]) == 0 then
       redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
@@ -168,7 +219,6 @@ local function dispatch(ctx, id, old)
   end
   if not ctx.woken[f[1]] then
     ctx.woken[f[1]] = true
-    redis.call('SADD', QUEUES, f[1])
     redis.call('PUBLISH', WAKE .. f[3], f[1])
   end
   if ctx.compat then
@@ -337,23 +387,6 @@ local function hero_start(_, args)
   return start(context(args), args[H + 1])
 end
 
-local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
-  'context_id', 'attempt', 'retries', 'group', 'instance'}
-
--- Mark a claimed job started by this actor; the row the actor runs it from.
-local function take(ctx, id, old, who, event, entry)
-  local jk = JOB .. id
-  redis.call('HINCRBY', jk, 'attempt', 1)
-  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
-  ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
-  set_status(ctx, id, old, 'started',
-    {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', ''}, nil, event)
-  table.insert(rec, 1, id)
-  rec[#rec + 1] = entry or ''
-  return rec
-end
-
 -- Pop up to `count` jobs in queue order into the held list and mark them
 -- started by `who.actor`. Stale ids (stopped, deleted, taken through another
 -- queue) are dropped on the way.
@@ -467,26 +500,32 @@ end
 
 -- One round trip per cycle for a busy actor: report what finished, promote
 -- due retries, take what is next.
--- KEYS: held, then the queues in pop order (stream mode: the one work stream);
+-- An actor that finds nothing while it has room leaves its record in the
+-- type's idle list (see hand_off); every cycle first takes it out again.
+-- KEYS: held, idle list, then the queues in pop order (stream mode: the one
+--       work stream);
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
---       mode; "" for lists), reclaim idle ms (0: don't reclaim), n_results,
---       (id, status, output, error, log_path, stream entry)*
+--       mode; "" for lists), reclaim idle ms (0: don't reclaim), idle record
+--       ("": none), n_results, (id, status, output, error, log_path, stream entry)*
 local function hero_cycle(keys, args)
   local ctx = context(args)
-  local held = keys[1]
+  local held, idle, record = keys[1], keys[2], args[H + 7]
   local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
-  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 7])
-  if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[2] end
+  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 8])
+  if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
+  if record ~= '' then redis.call('LREM', idle, 0, record) end
   for i = 0, n - 1 do
-    local b = H + 8 + i * 6
+    local b = H + 9 + i * 6
     finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
       error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
   if who.consumer then return claim_stream(ctx, who.stream, who, count, idle_ms, {}) end
   local queues = {}
-  for i = 2, #keys do queues[#queues + 1] = keys[i] end
-  return claim(ctx, held, who, count, queues, {})
+  for i = 3, #keys do queues[#queues + 1] = keys[i] end
+  local out = claim(ctx, held, who, count, queues, {})
+  if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
+  return out
 end
 
 -- Stream mode, on every heartbeat: reset the idle time of the entries this
