@@ -33,7 +33,7 @@ DESIGN_METHODS = {
     "job.create", "job.start", "job.run", "job.output", "job.status", "job.get", "job.list",
     "job.stop", "job.delete", "job.logs", "job.subscribe", "job.unsubscribe", "queue.stats",
     "actor.list", "stats.report", "auth.whoami", "rpc.discover",
-    "auth.login", "queue.dlq.list", "queue.dlq.replay",
+    "auth.login", "queue.dlq.list", "queue.dlq.replay", "job.purge",
     *HERO_ALIASES,
 }
 #: Results whose shape the gateway does not own: free-form on purpose.

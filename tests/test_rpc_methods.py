@@ -141,6 +141,10 @@ class FakeSupervisor:
         self.calls.append(("dlq_list", (script_type, limit)))
         return []
 
+    async def purge(self, status: str = "finished", older_than: float = 0.0) -> JsonObject:
+        self.calls.append(("purge", (status, older_than)))
+        return {"deleted": 3}
+
     async def dlq_replay(self, script_type: str, job_ids: JobIds | None = None) -> JobIds:
         self.calls.append(("dlq_replay", (script_type, job_ids)))
         return list(job_ids or [])
@@ -280,6 +284,18 @@ async def test_admin_lists_anyone(sup: FakeSupervisor) -> None:
     assert [j["id"] for j in reply["result"]["jobs"]] == ["b1"]
     reply = await call(sup, CallContext(ADMIN), "job.list")
     assert sup.calls[-1] == ("list", {"caller_id": None, "limit": 50, "status": None})
+
+
+async def test_purge_is_for_admins(sup: FakeSupervisor) -> None:
+    assert code(await call(sup, CallContext(ALICE), "job.purge")) == -32005
+    assert sup.calls == []
+    params = {"status": "error", "older_than": 60}
+    assert (await call(sup, CallContext(ADMIN), "job.purge", params))["result"] == {"deleted": 3}
+    assert sup.calls[-1] == ("purge", ("error", 60))
+    await call(sup, CallContext(ADMIN), "job.purge")
+    assert sup.calls[-1] == ("purge", ("finished", 0.0))
+    bad = await call(sup, CallContext(ADMIN), "job.purge", {"status": "started"})
+    assert code(bad) == -32602 and len(sup.calls) == 2  # only ended jobs can be purged
 
 
 async def test_dead_letters_are_for_admins(sup: FakeSupervisor) -> None:

@@ -66,6 +66,22 @@ async def test_mixed_batch_and_notifications(server: Server) -> None:
     assert status_answer["result"]["status"] == "created"
 
 
+async def test_purge_clears_ended_jobs_of_one_status(server: Server) -> None:
+    for calls in (
+        [req("job.create", {"job": job(job_id=f"p{n}")}, n) for n in range(3)],
+        [req("job.stop", {"job_id": f"p{n}"}, n) for n in range(2)],
+    ):
+        status, answers = await post(f"{server.http}/rpc", calls)
+        assert status == 200 and all("result" in a for a in answers), answers
+    _, answer = await post(f"{server.http}/rpc", req("job.purge", {"status": "stopped"}, 1))
+    assert answer["result"] == {"deleted": 2}
+    calls = [req("job.status", {"job_id": f"p{n}"}, n) for n in range(3)]
+    _, answers = await post(f"{server.http}/rpc", calls)
+    by_id = {a["id"]: a for a in answers}
+    assert [by_id[n].get("error", {}).get("code") for n in range(2)] == [-32001, -32001]
+    assert by_id[2]["result"]["status"] == "created"  # not ended: untouched
+
+
 async def test_only_notifications_is_204(server: Server) -> None:
     status, answer = await post(f"{server.http}/rpc", [req("auth.whoami"), req("auth.whoami")])
     assert (status, answer) == (204, None)

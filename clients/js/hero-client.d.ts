@@ -330,6 +330,16 @@ export type Report = Record<string, unknown> | null;
  */
 export type OpenRPCDocument = Record<string, unknown>;
 
+export interface Purged {
+  /** How many jobs were deleted. */
+  deleted: number;
+}
+
+/**
+ * A status a job ends in.
+ */
+export type EndedStatus = "finished" | "error" | "stopped" | "timeout" | "dlq";
+
 // --- the connection (see hero-client.js) -------------------------------------------------
 
 export type ConnectionStatus = "connecting" | "open" | "reconnecting" | "closed" | "failed";
@@ -417,6 +427,8 @@ export declare class HeroClient extends Connection {
   jobStop(params: { job_id: Ident }, options?: CallOptions): Promise<JobState>;
   /** Delete a job's hash and reply queue. */
   jobDelete(params: { job_id: Ident }, options?: CallOptions): Promise<Deleted>;
+  /** Delete ended jobs of one status (admin). */
+  jobPurge(params?: { status?: EndedStatus; older_than?: number }, options?: CallOptions): Promise<Purged>;
   /** A job's log text. */
   jobLogs(params: { job_id: Ident }, options?: CallOptions): Promise<JobLogs>;
   /** Receive job.event notifications for some jobs, or for a script type. */

@@ -371,6 +371,16 @@ export function errorFor(code, message, data = null) {
  * @typedef {Record<string, unknown>} OpenRPCDocument
  */
 
+/**
+ * @typedef {object} Purged
+ * @property {number} deleted How many jobs were deleted.
+ */
+
+/**
+ * A status a job ends in.
+ * @typedef {"finished" | "error" | "stopped" | "timeout" | "dlq"} EndedStatus
+ */
+
 // ---------------------------------------------------------------------------------------
 // The connection under HeroClient (hand-written; copied from
 // gateway/codegen/templates/runtime.js.in). It keeps one WebSocket alive:
@@ -1119,6 +1129,24 @@ export class HeroClient extends Connection {
    */
   jobDelete(params, options = {}) {
     return this.call("job.delete", params, options);
+  }
+
+  /**
+   * Delete ended jobs of one status (admin).
+   *
+   * Clears the job hashes, replies, logs and index entries of jobs that ended with `status`,
+   * in pages of 500. Jobs still queued or running are never touched. Ended jobs also expire
+   * on their own after HERO_JOB_TTL.
+   * @param {{ status?: EndedStatus; older_than?: number }=} [params]
+   * @param {EndedStatus} [params.status] Which ended jobs to delete (default finished).
+   * @param {number} [params.older_than] Only jobs that reached that status at least this
+   * many seconds ago (default 0: all of them).
+   * @param {CallOptions} [options]
+   * @returns {Promise<Purged>}
+   * @throws {Unauthenticated | Overloaded | BackendUnavailable | Forbidden}
+   */
+  jobPurge(params = {}, options = {}) {
+    return this.call("job.purge", params, options);
   }
 
   /**

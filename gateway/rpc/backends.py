@@ -96,6 +96,10 @@ class Supervisor(Protocol):
         """The ids of the jobs put back on their work queue."""
         ...
 
+    def purge(self, status: str = "finished", older_than: float = 0.0) -> Awaitable[JsonObject]:
+        """``{"deleted": n}``: ended jobs of ``status`` removed."""
+        ...
+
 
 class KeyVerifier(Protocol):
     """Checks an API key (the key store lives below this layer)."""

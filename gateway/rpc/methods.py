@@ -53,6 +53,7 @@ def build_methods(backends: Backends) -> dict[str, Handler]:
         "job.list": h.job_list,
         "job.stop": h.job_stop,
         "job.delete": h.job_delete,
+        "job.purge": h.job_purge,
         "job.logs": h.job_logs,
         "job.subscribe": h.job_subscribe,
         "job.unsubscribe": h.job_unsubscribe,
@@ -128,6 +129,12 @@ class _Handlers:
     async def job_delete(self, params: Params, ctx: CallContext) -> JsonObject:
         await self._owned(ctx, params["job_id"])
         return await self._sup.delete(params["job_id"])
+
+    async def job_purge(self, params: Params, ctx: CallContext) -> JsonObject:
+        access.require_admin(self._who(ctx))
+        return await self._sup.purge(
+            params.get("status", "finished"), older_than=params.get("older_than", 0.0)
+        )
 
     async def job_logs(self, params: Params, ctx: CallContext) -> JsonObject:
         await self._owned(ctx, params["job_id"])

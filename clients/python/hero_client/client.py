@@ -21,6 +21,7 @@ from .types import (
     Deleted,
     DlqList,
     DlqReplayed,
+    EndedStatus,
     Event,
     Ident,
     Identity,
@@ -33,6 +34,7 @@ from .types import (
     JobStarted,
     JobState,
     OpenRPCDocument,
+    Purged,
     QueueStatsList,
     Report,
     Seconds,
@@ -232,6 +234,34 @@ class HeroClient(Connection):
         """
         params: dict[str, Any] = {"job_id": job_id}
         return cast("Deleted", await self.call("job.delete", params, timeout=timeout))
+
+    async def job_purge(
+        self,
+        *,
+        status: EndedStatus | None = None,
+        older_than: float | None = None,
+        timeout: Timeout = Default.TIMEOUT,
+    ) -> Purged:
+        """Delete ended jobs of one status (admin).
+
+        Clears the job hashes, replies, logs and index entries of jobs that ended with `status`,
+        in pages of 500. Jobs still queued or running are never touched. Ended jobs also expire
+        on their own after HERO_JOB_TTL.
+
+        Args:
+            status: Which ended jobs to delete (default finished).
+            older_than: Only jobs that reached that status at least this many seconds ago
+            (default 0: all of them).
+
+        Raises:
+            Unauthenticated, Overloaded, BackendUnavailable, Forbidden (see hero_client.errors).
+        """
+        params: dict[str, Any] = {}
+        if status is not None:
+            params["status"] = status
+        if older_than is not None:
+            params["older_than"] = older_than
+        return cast("Purged", await self.call("job.purge", params, timeout=timeout))
 
     async def job_logs(self, job_id: Ident, *, timeout: Timeout = Default.TIMEOUT) -> JobLogs:
         """A job's log text.

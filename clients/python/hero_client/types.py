@@ -14,6 +14,7 @@ __all__ = [
     "DlqEntry",
     "DlqList",
     "DlqReplayed",
+    "EndedStatus",
     "Event",
     "Ident",
     "Identity",
@@ -26,6 +27,7 @@ __all__ = [
     "JobStarted",
     "JobState",
     "OpenRPCDocument",
+    "Purged",
     "QueueStats",
     "QueueStatsList",
     "Report",
@@ -73,6 +75,9 @@ Report: TypeAlias = dict[str, Any] | None
 
 #: This OpenRPC document (see https://spec.open-rpc.org).
 OpenRPCDocument: TypeAlias = dict[str, Any]
+
+#: A status a job ends in.
+EndedStatus: TypeAlias = Literal["finished", "error", "stopped", "timeout", "dlq"]
 
 
 class JobSpec(TypedDict):
@@ -307,6 +312,13 @@ class DlqReplayed(TypedDict):
 
     #: Jobs put back on their work queue.
     replayed: list[Ident]
+
+
+class Purged(TypedDict):
+    """The contract's Purged object."""
+
+    #: How many jobs were deleted.
+    deleted: int
 
 
 class JobOptions(TypedDict, total=False):
