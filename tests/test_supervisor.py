@@ -211,8 +211,7 @@ async def test_an_idle_actor_is_handed_the_next_job_already_claimed(
 ) -> None:
     idle = await link(config, "default", "idle")
     try:
-        assert await idle.cycle([], 4, accept_handoff=True) == []
-        assert await rds.llen(keys.idle("osis")) == 1
+        await eventually(_registers(idle, rds))  # once it listens on its channel
         await sup.start((await sup.create(job("h", script_type="osis", job_id="h1")))["job_id"])
         assert await rds.llen(keys.work_queue("osis")) == 0  # never queued
         assert [q["queue"] for q in await sup.queue_stats("osis")] == [keys.work_queue("osis")]
@@ -242,7 +241,7 @@ async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_a
     plain = await link(config, "default", "plain")
     try:
         assert await plain.cycle([], 1) == []  # not asking: never registered
-        assert await gone.cycle([], 1, accept_handoff=True) == []
+        await eventually(_registers(gone, rds))
         await rds.delete(keys.presence("osis", "default", "gone"))  # its presence expired
         await sup.start((await sup.create(job(script_type="osis", job_id="q1")))["job_id"])
         assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["q1"]
@@ -258,6 +257,14 @@ async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_a
     finally:
         await gone.close()
         await plain.close()
+
+
+def _registers(actor: ActorLink, rds: aioredis.Redis) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        assert await actor.cycle([], 4, accept_handoff=True) == []
+        return bool(await rds.llen(keys.idle("osis")) == 1)
+
+    return check
 
 
 def _has_handed(actor: ActorLink) -> Callable[[], Awaitable[bool]]:

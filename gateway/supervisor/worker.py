@@ -124,6 +124,7 @@ class ActorLink:
         #: Held jobs may be unknown to this process: at start, after a lost
         #: cycle reply, and after a reconnect that may have lost a handoff.
         self.adopt_due = True
+        self._listening = False  # subscribed to the wake-up and handoff channels
         #: Stream entry of each job this consumer runs (acked with its outcome).
         self._entries: dict[str, str] = {}
         self._reclaim = self.stream  # reclaim at start, then once per heartbeat
@@ -188,7 +189,8 @@ class ActorLink:
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
         args: list[str | int] = [self.name, self._ctl, self._lease, want, self.consumer, idle_ms]
-        args += [self._record if accept_handoff and self._tasks else "", len(outcomes)]
+        # only while subscribed: a handoff published before that would be lost
+        args += [self._record if accept_handoff and self._listening else "", len(outcomes)]
         for o in outcomes:
             entry = self._entries.get(o.job_id, "")
             args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
@@ -291,18 +293,25 @@ class ActorLink:
         delay = 0.05
         first = True
         while not self._closed:
-            pubsub = self._waker.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._waker.pubsub()
             try:
                 await pubsub.subscribe(*channels)
-                self._work.set()  # whatever was dispatched while we were away
-                if not first:
-                    self.adopt_due = True  # a handoff may have been published meanwhile
-                first, delay = False, 0.05
+                confirmed = 0
                 while not self._closed:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is None:
                         continue
-                    if message["channel"] == self._channel:
+                    if message["type"] == "subscribe":
+                        confirmed += 1
+                        if confirmed < len(channels):
+                            continue
+                        # Redis now delivers to us: handoffs may be accepted from here on
+                        self._listening = True
+                        self._work.set()  # whatever was dispatched while we were away
+                        if not first:
+                            self.adopt_due = True  # a handoff may have been published meanwhile
+                        first, delay = False, 0.05
+                    elif message["channel"] == self._channel:
                         self._handed.append(Claimed.from_row(json.loads(message["data"])))
                         self._work.set()
                     elif message["data"] in mine:
@@ -313,6 +322,7 @@ class ActorLink:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
             finally:
+                self._listening = False
                 with contextlib.suppress(*connection.UNAVAILABLE):
                     await pubsub.aclose()
 
