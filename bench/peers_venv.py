@@ -36,7 +36,8 @@ def ensure_peers_venv() -> Path:
 
 
 def ensure_node_modules() -> Path | None:
-    """``npm ci`` into bench/node (node_modules git-ignored); None when node is missing."""
+    """``npm ci`` (or ``npm install`` from the same lock) into bench/node
+    (node_modules git-ignored); None when node is missing."""
     import shutil
 
     if shutil.which("node") is None or shutil.which("npm") is None:
@@ -45,9 +46,11 @@ def ensure_node_modules() -> Path | None:
     lock = NODE_DIR / "package-lock.json"
     if not marker.exists() or marker.stat().st_mtime < lock.stat().st_mtime:
         log("npm ci in bench/node (once)")
-        subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE_DIR,
-            check=True,
-        )
+        quiet = ["--no-audit", "--no-fund", "--loglevel=error"]
+        if subprocess.run(["npm", "ci", *quiet], cwd=NODE_DIR).returncode != 0:
+            # npm 11 refuses `ci` when the lock lists msgpackr's optional
+            # per-platform builds without entries; `install` honours the same
+            # lock (it leaves package-lock.json unchanged) and fills them in.
+            log("npm ci refused the lock; npm install from the same lock")
+            subprocess.run(["npm", "install", *quiet], cwd=NODE_DIR, check=True)
     return NODE_DIR
