@@ -259,6 +259,20 @@ async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_a
         await plain.close()
 
 
+async def test_a_link_offers_itself_only_once_its_channel_is_subscribed(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """A handoff published before Redis has the link's SUBSCRIBE would reach
+    nobody, and the job would sit in the held list as started."""
+    fresh = await link(config, "default", "fresh")  # its waker has not run yet
+    try:
+        assert await fresh.cycle([], 1, accept_handoff=True) == []
+        assert await rds.llen(keys.idle("osis")) == 0
+        await eventually(_registers(fresh, rds))
+    finally:
+        await fresh.close()
+
+
 def _registers(actor: ActorLink, rds: aioredis.Redis) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         assert await actor.cycle([], 4, accept_handoff=True) == []
