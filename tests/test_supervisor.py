@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
-from gateway.supervisor import Supervisor, keys
+from gateway.supervisor import STATUSES, TERMINAL, Supervisor, keys, library
 from gateway.supervisor.worker import ActorLink, Outcome
 from tests.helpers import eventually, job
 
@@ -25,6 +26,12 @@ async def link(
     actor = ActorLink(config, st, group, instance)
     await actor.open()
     return actor
+
+
+def test_the_lua_library_ends_jobs_in_the_contracts_ended_statuses() -> None:
+    line = next(ln for ln in library.source().splitlines() if ln.startswith("local TERMINAL ="))
+    assert set(re.findall(r"(\w+) = true", line)) == TERMINAL
+    assert set(STATUSES) > TERMINAL
 
 
 # -- routing and priorities ---------------------------------------------------

@@ -19,19 +19,10 @@ from gateway.errors import InvalidJob
 from gateway.supervisor import keys
 from gateway.validation import problems
 
-TERMINAL = frozenset({"finished", "error", "stopped", "timeout", "dlq"})
-STATUSES = (
-    "created",
-    "waiting",
-    "dispatched",
-    "started",
-    "finished",
-    "error",
-    "retrying",
-    "stopped",
-    "timeout",
-    "dlq",
-)
+#: Every status, and those a job ends in: the contract's Status and EndedStatus
+#: enums (hero.lua keeps its own TERMINAL table; a test holds the two equal).
+STATUSES: tuple[str, ...] = tuple(contract.resolve("#/components/schemas/Status")["enum"])
+TERMINAL = frozenset(contract.resolve("#/components/schemas/EndedStatus")["enum"])
 
 _INT_FIELDS = ("timeout", "retries", "priority", "attempt")
 _JSON_FIELDS: dict[str, Any] = {"env_vars": {}, "prerequisites": [], "dependents": []}
