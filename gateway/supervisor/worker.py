@@ -229,6 +229,7 @@ class ActorLink:
         same instance name. They are run again (the finish stays exactly-once).
         In stream mode: the entries this consumer was delivered and has not acked."""
         self.adopt_due = False
+        self._adopted = set()  # a late handoff message follows its adopt at once, if at all
         if self.stream:
             held = await self._delivered()
         else:
