@@ -30,6 +30,11 @@ from tests.helpers import eventually, job
 
 @pytest.fixture
 def fast(config: Config) -> Config:
+    return fast_settings(config)
+
+
+def fast_settings(config: Config) -> Config:
+    """Retries, timeouts and presence in fractions of a second."""
     return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1)
 
 
