@@ -29,6 +29,13 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+def _event_loop(text: str) -> str:
+    value = text.strip().lower()
+    if value not in {"auto", "uvloop", "asyncio"}:
+        raise ValueError(f"not an event loop: {text!r} (auto, uvloop or asyncio)")
+    return value
+
+
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -245,6 +252,15 @@ SETTINGS: tuple[Setting, ...] = (
         ("actor", "dev"),
     ),
     Setting(
+        "event_loop",
+        "--event-loop",
+        _event_loop,
+        "auto",
+        "Event loop: uvloop, asyncio, or auto (uvloop where installed). uvloop took "
+        "about a quarter off a WebSocket run-and-wait in bench/.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
         "log_format",
         "--log-format",
         str,
@@ -289,6 +305,7 @@ class Config:
     shutdown_grace: float = 10.0
     check_results: bool = False
     log_dir: str | None = None
+    event_loop: str = "auto"
     log_format: str = "json"
     log_level: str = "info"
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
+from gateway import eventloop
 from gateway.config import Config, add_arguments, resolve
 from gateway.errors import HeroError
 from gateway.metrics import Metrics
@@ -146,7 +147,8 @@ async def serve(config: Config) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    return asyncio.run(serve(resolve(args)))
+    config = resolve(args)
+    return eventloop.run(serve(config), config.event_loop)
 
 
 def is_loopback(host: str) -> bool:

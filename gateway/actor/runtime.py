@@ -26,6 +26,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from gateway import eventloop
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.python_exec import run_python
 from gateway.config import Config
@@ -71,7 +72,7 @@ class Actor:
         self._stopping.set()
 
     def run(self) -> None:
-        asyncio.run(self._run_until_signal())
+        eventloop.run(self._run_until_signal(), self.config.event_loop)
 
     async def _run_until_signal(self) -> None:
         loop = asyncio.get_running_loop()
