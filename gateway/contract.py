@@ -20,9 +20,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+
+from gateway.validation import Schema
 
 CONTRACT_PATH = Path(__file__).with_name("openrpc.json")
 _BASE_URI = "urn:hero-gateway:openrpc"
@@ -42,10 +43,9 @@ def _registry() -> Registry[Any]:
 
 
 @cache
-def validator(pointer: str) -> Draft202012Validator:
-    """A validator for the schema at a JSON pointer of the contract, e.g.
-    ``/components/schemas/JobSpec``."""
-    return Draft202012Validator(_inline(ref_to(pointer)), registry=_registry())
+def validator(pointer: str) -> Schema:
+    """The schema at a JSON pointer of the contract, e.g. ``/components/schemas/JobSpec``."""
+    return compile_schema(ref_to(pointer))
 
 
 #: Keywords that may sit beside a ``$ref`` and still let it be inlined (they do not validate).
@@ -76,7 +76,7 @@ def _inline(node: Any, seen: frozenset[str] = frozenset()) -> Any:
     return {key: _inline(value, seen) for key, value in node.items()}
 
 
-def schema_validator(name: str) -> Draft202012Validator:
+def schema_validator(name: str) -> Schema:
     return validator(f"/components/schemas/{name}")
 
 
@@ -86,10 +86,10 @@ def ref_to(pointer: str) -> dict[str, str]:
     return {"$ref": f"{_BASE_URI}#{pointer}"}
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Draft202012Validator:
-    """A validator for a schema built in code whose ``$ref``s point into the
-    contract (made with ``ref_to``)."""
-    return Draft202012Validator(_inline(schema), registry=_registry())
+def compile_schema(schema: Mapping[str, Any]) -> Schema:
+    """A schema built in code whose ``$ref``s point into the contract (made
+    with ``ref_to``), compiled for checking."""
+    return Schema(_inline(schema), _registry())
 
 
 def resolve(ref: str) -> Any:

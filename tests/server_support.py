@@ -342,8 +342,8 @@ def req(method: str, params: Any = None, id: Any = None) -> dict[str, Any]:
 
 def assert_event_shape(event: dict[str, Any]) -> None:
     """A ``job.event``'s event must be the contract's Event."""
-    problems = list(contract.schema_validator("Event").iter_errors(event))
-    assert not problems, [p.message for p in problems]
+    problems = contract.schema_validator("Event").problems(event)
+    assert not problems, problems
 
 
 async def wait_status(rpc: Rpc, job_id: str, *statuses: str, within: float = 15.0) -> str:

@@ -14,15 +14,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from gateway import contract
 from gateway.errors import HeroError
 from gateway.rpc import codes
 from gateway.rpc.context import CallContext
 from gateway.rpc.messages import Element, Failure, Request, Response, Success
 from gateway.rpc.params import ParamsValidator
-from gateway.validation import problems
+from gateway.validation import Schema
 
 log = logging.getLogger("gateway.rpc")
 
@@ -53,7 +51,7 @@ class Dispatcher:
         self._observe = observe
         self._methods = dict(methods)
         self._params = {name: ParamsValidator(name) for name in self._methods}
-        self._results: dict[str, Draft202012Validator] = {}
+        self._results: dict[str, Schema] = {}
         if check_results:
             self._results = {
                 name: contract.validator(contract.result_pointer(name)) for name in self._methods
@@ -105,7 +103,7 @@ class Dispatcher:
         validator = self._results.get(method)
         if validator is None:
             return
-        found = problems(validator, result)
+        found = validator.problems(result)
         if found:
             log.error("rpc result breaks the contract", extra={"method": method, "problems": found})
             raise HeroError()

@@ -16,7 +16,6 @@ from typing import Any
 
 from gateway import contract
 from gateway.errors import InvalidParams
-from gateway.validation import problems
 
 Problem = dict[str, str]
 
@@ -52,7 +51,7 @@ class ParamsValidator:
             raise self._error([_problem("", "params must be an object (by name)", where)])
         found = self._names(params)
         if not found:
-            found = [self._located(p) for p in problems(self._validator, params)]
+            found = [self._located(p) for p in self._validator.problems(params)]
         if found:
             raise self._error(found)
         return params
@@ -75,9 +74,9 @@ class ParamsValidator:
         return missing + unknown
 
     def _located(self, problem: dict[str, str]) -> Problem:
-        """A ``problems()`` entry with its schema path turned into a contract location.
+        """A ``Schema.problems()`` entry with its schema path turned into a contract location.
 
-        ``problems()`` joins the keyword path with "/"; splitting it back is
+        ``Schema.problems()`` joins the keyword path with "/"; splitting it back is
         exact because no schema key in the contract contains a "/" (property
         names are identifiers)."""
         steps = [s for s in problem["schema_path"].split("/") if s]

@@ -17,7 +17,6 @@ from typing import Any
 from gateway import contract
 from gateway.errors import InvalidJob
 from gateway.supervisor import keys
-from gateway.validation import problems
 
 #: Every status, and those a job ends in: the contract's Status and EndedStatus
 #: enums (hero.lua keeps its own TERMINAL table; a test holds the two equal).
@@ -80,7 +79,7 @@ class JobSpec:
         cls, data: Any, script_types: Collection[str], stream_types: Collection[str] = ()
     ) -> JobSpec:
         """Validate a client's JobSpec; every bad field is reported at once."""
-        found = problems(contract.schema_validator("JobSpec"), data)
+        found = contract.schema_validator("JobSpec").problems(data)
         if found:
             raise _invalid(found)
         return cls.from_valid(data, script_types, stream_types)

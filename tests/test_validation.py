@@ -1,0 +1,118 @@
+"""validation: the fast check and jsonschema agree on the contract's schemas.
+
+The fast check (fastjsonschema) decides alone when it passes an instance,
+so it must never pass what jsonschema, the reference, refuses. Instances
+are generated from each schema (every method's params and every component)
+with one field at a time swapped for an awkward value: wrong types, bools
+for integers, integral floats, huge numbers, long and non-ASCII strings,
+repeated items, unknown keys, missing required keys.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import fastjsonschema
+import pytest
+
+from gateway import contract
+from gateway.rpc.params import ParamsValidator
+from gateway.validation import Schema
+
+AWKWARD: list[Any] = [
+    None, True, False, 0, 1, -1, 1.0, 2.5, -0.0, 2**63, 10**30, "", "x", "x" * 300,
+    "αβγ", "with space", "a/b", [], ["a", "a"], ["a", "b"], [1], {}, {"k": "v"}, {"k": 1},
+]  # fmt: skip
+
+
+def sample(schema: Any, rng: random.Random, depth: int = 0) -> Any:
+    """A value shaped after ``schema`` (not always valid: see ``perturb``)."""
+    if not isinstance(schema, dict) or depth > 6:
+        return rng.choice(AWKWARD)
+    if "oneOf" in schema:
+        return sample(rng.choice(schema["oneOf"]), rng, depth + 1)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = rng.choice(kind)
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        out = {
+            name: sample(sub, rng, depth + 1) for name, sub in props.items() if rng.random() < 0.7
+        }
+        for name in schema.get("required", []):
+            out.setdefault(name, sample(props.get(name, {}), rng, depth + 1))
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            out.update({f"k{i}": sample(extra, rng, depth + 1) for i in range(rng.randint(0, 3))})
+        return out
+    if kind == "array":
+        return [sample(schema.get("items", {}), rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if kind == "integer":
+        low, high = schema.get("minimum", -5), schema.get("maximum", 10**6)
+        return rng.choice([low, high, low - 1, high + 1, rng.randint(low, high)])
+    if kind == "number":
+        return rng.choice([0.5, 1, schema.get("minimum", 0), 1e9])
+    if kind == "boolean":
+        return rng.choice([True, False])
+    if kind == "string":
+        texts = ["osis", "python", "a", "", "job-1", "1700000000000-0", "2026-11-22T12:00:00.000Z"]
+        return rng.choice([*texts, "x" * schema.get("maxLength", 10)])
+    return rng.choice(AWKWARD)
+
+
+def perturb(value: Any, rng: random.Random) -> Any:
+    """``value`` with one node swapped, dropped or added."""
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        roll = rng.random()
+        if roll < 0.2:
+            return {k: v for k, v in value.items() if k != key}
+        if roll < 0.3:
+            return {**value, "unknown_key": rng.choice(AWKWARD)}
+        return {**value, key: perturb(value[key], rng)}
+    if isinstance(value, list) and value and rng.random() < 0.7:
+        i = rng.randrange(len(value))
+        return [*value[:i], perturb(value[i], rng), *value[i + 1 :]]
+    return rng.choice(AWKWARD)
+
+
+def schemas() -> list[tuple[str, Schema]]:
+    out = [
+        (m["name"], ParamsValidator(m["name"])._validator) for m in contract.document()["methods"]
+    ]
+    out += [
+        (name, contract.schema_validator(name))
+        for name in contract.document()["components"]["schemas"]
+    ]
+    return out
+
+
+@pytest.mark.parametrize(("name", "schema"), schemas(), ids=[n for n, _ in schemas()])
+def test_fast_check_and_jsonschema_agree(name: str, schema: Schema) -> None:
+    assert schema._fast is not None, "no fast check: a $ref is left in"
+    rng = random.Random(name)
+    valid = 0
+    for _ in range(400):
+        instance = sample(schema.validator.schema, rng)
+        if rng.random() < 0.7:
+            instance = perturb(instance, rng)
+        try:
+            schema._fast(instance)
+            fast_ok = True
+        except fastjsonschema.JsonSchemaValueException:
+            fast_ok = False
+        reference_ok = not list(schema.validator.iter_errors(instance))
+        assert fast_ok == reference_ok, (instance, schema.problems(instance))
+        assert (schema.problems(instance) == []) == reference_ok
+        valid += reference_ok
+    assert 0 < valid < 400  # the corpus holds both kinds
+
+
+def test_the_fast_check_fills_in_no_defaults() -> None:
+    params = {"job": {"script_type": "osis", "script": "x"}}
+    assert ParamsValidator("job.create").check(params) == {
+        "job": {"script_type": "osis", "script": "x"}
+    }
