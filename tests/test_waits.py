@@ -8,6 +8,8 @@ builders, and never touch the events stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from gateway.config import Config
 from gateway.errors import JobNotFound, WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.waits import WaitHub
+from gateway.supervisor.wire import Wire
 from tests.helpers import job
 
 
@@ -110,6 +113,9 @@ async def test_many_waiters_on_one_job_all_get_the_result(sup: Supervisor, actor
     assert {r["output"] for r in results} == {"7\n"}
 
 
+OUR_CONNECTIONS = ("hero-gateway/supervisor", "hero-gateway/supervisor-jobs", "hero-gateway/events")
+
+
 async def test_thousand_concurrent_runs_use_a_handful_of_connections(
     config: Config, rds: aioredis.Redis
 ) -> None:
@@ -130,12 +136,7 @@ async def test_thousand_concurrent_runs_use_a_handful_of_connections(
         nonlocal peak
         while not done.is_set():
             clients = await rds.client_list()
-            ours = [
-                c
-                for c in clients
-                if c["id"] not in before
-                and c["name"] in ("hero-gateway/supervisor", "hero-gateway/events")
-            ]
+            ours = [c for c in clients if c["id"] not in before and c["name"] in OUR_CONNECTIONS]
             if len(ours) > peak:
                 peak, names[:] = len(ours), [f"{c['name']} {c['id']} {c['age']}s" for c in ours]
             await asyncio.sleep(0.02)
@@ -153,20 +154,27 @@ async def test_thousand_concurrent_runs_use_a_handful_of_connections(
         await sup.close()
     assert sorted(r["output"] for r in results) == sorted(f"n{n}" for n in range(1000))
     assert {r["status"] for r in results} == {"finished"}
-    # one pool (max 8 by default) + one events reader, whatever the number of callers
-    assert 1 < peak <= config.redis_max_connections + 1, names
+    # one pool (max 8 by default), the job path's wire and the events reader,
+    # whatever the number of callers
+    assert 1 < peak <= config.redis_max_connections + 2, names
 
 
 # -- results carried by the terminal event ------------------------------------------
 
 
-async def _hub(rds: aioredis.Redis) -> WaitHub:
+@contextlib.asynccontextmanager
+async def _hub(redis_url: str) -> AsyncIterator[WaitHub]:
     async def reconcile(job_id: str) -> None:
         return None
 
-    hub = WaitHub(rds, watch_interval=30, compat=False, reconcile=reconcile)
+    wire = Wire(redis_url, "test-waits")
+    hub = WaitHub(wire, watch_interval=30, compat=False, reconcile=reconcile)
     hub.start()
-    return hub
+    try:
+        yield hub
+    finally:
+        await hub.stop()
+        await wire.aclose()
 
 
 def _terminal(job_id: str, **fields: str) -> dict[str, str]:
@@ -174,12 +182,11 @@ def _terminal(job_id: str, **fields: str) -> dict[str, str]:
 
 
 async def test_a_terminal_event_with_the_output_resolves_a_created_job_at_once(
-    rds: aioredis.Redis,
+    rds: aioredis.Redis, redis_url: str
 ) -> None:
     """No hash read: the hash here says something else, and the event wins."""
     await rds.hset(keys.job("ev-1"), mapping={"status": "started", "output": ""})
-    hub = await _hub(rds)
-    try:
+    async with _hub(redis_url) as hub:
         fut = hub.register("ev-1")
         hub.created("ev-1")
         hub.on_events([_terminal("ev-1", output="42", error="")])
@@ -190,18 +197,15 @@ async def test_a_terminal_event_with_the_output_resolves_a_created_job_at_once(
             "output": "42",
             "error": None,
         }
-    finally:
-        await hub.stop()
 
 
 async def test_an_event_output_is_not_trusted_for_a_job_the_waiter_did_not_create(
-    rds: aioredis.Redis,
+    rds: aioredis.Redis, redis_url: str
 ) -> None:
     """A late terminal event of an earlier round (a replayed dead letter) must
     not end a wait: without ``created`` the hash decides, as for every event."""
     await rds.hset(keys.job("ev-2"), mapping={"status": "dispatched"})
-    hub = await _hub(rds)
-    try:
+    async with _hub(redis_url) as hub:
         fut = hub.register("ev-2")
         hub.on_events([_terminal("ev-2", status="dlq", output="old", error="gave up")])
         await asyncio.sleep(0.2)
@@ -209,13 +213,10 @@ async def test_an_event_output_is_not_trusted_for_a_job_the_waiter_did_not_creat
         await rds.hset(keys.job("ev-2"), mapping={"status": "finished", "output": "new"})
         hub.on_events([_terminal("ev-2")])  # an event without the output: the hash is read
         assert (await hub.wait("ev-2", fut, 5))["output"] == "new"
-    finally:
-        await hub.stop()
 
 
-async def test_one_waiter_timing_out_leaves_the_others_waiting(rds: aioredis.Redis) -> None:
-    hub = await _hub(rds)
-    try:
+async def test_one_waiter_timing_out_leaves_the_others_waiting(redis_url: str) -> None:
+    async with _hub(redis_url) as hub:
         short, long = hub.register("ev-3"), hub.register("ev-3")
         with pytest.raises(WaitTimeout):
             await hub.wait("ev-3", short, 0.05)
@@ -224,5 +225,3 @@ async def test_one_waiter_timing_out_leaves_the_others_waiting(rds: aioredis.Red
         hub.on_events([_terminal("ev-3", output="done", error="")])
         assert (await hub.wait("ev-3", long, 1))["output"] == "done"
         assert hub.waiting == 0
-    finally:
-        await hub.stop()

@@ -1,12 +1,12 @@
-"""Work issued together goes to Redis together: one pipeline per loop turn.
+"""Work issued together goes to Redis together: one flush per loop turn.
 
 A JSON-RPC batch of N ``job.create`` calls runs as N concurrent handlers,
-each making one Redis call. Sent one by one, that is N pool checkouts, N
-socket writes and N Function calls. A ``Merger`` collects what is issued in
-the same turn of the event loop and hands it to one flush; ``Coalescer`` is
-the generic one (any commands, one pipeline, not a transaction). Every item
-still gets its own answer or its own error, so one failing item never fails
-the others, and a lone item (a sequential caller) goes out on its own.
+each submitting one job. Sent one by one, that is N Function calls, each
+paying Lua's per-call cost. A ``Merger`` collects what is issued in the
+same turn of the event loop and hands it to one flush (the supervisor's
+makes it one ``hero_submit_many``). Every item still gets its own answer or
+its own error, so one failing item never fails the others, and a lone item
+(a sequential caller) goes out on its own.
 """
 
 from __future__ import annotations
@@ -15,13 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-
-#: Commands per pipeline: a flood of concurrent calls is sent in slices, so
-#: Redis answers the first ones while it reads the rest.
-MAX_PIPELINE = 256
 
 Item = TypeVar("Item")
 #: Answers for a batch of items, in order; an Exception answers its item with an error.
@@ -66,30 +60,3 @@ class Merger(Generic[Item]):
                 fut.set_exception(answer)
             else:
                 fut.set_result(answer)
-
-
-class Coalescer:
-    """Pipelines the commands of one event-loop turn on a shared client."""
-
-    def __init__(self, client: aioredis.Redis) -> None:
-        self._client = client
-        self._merger: Merger[tuple[Any, ...]] = Merger(self.pipeline)
-
-    async def execute(self, *command: Any) -> Any:
-        """The command's reply (or its error), sent with the commands issued alongside it."""
-        return await self._merger.submit(command)
-
-    async def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Every command's reply, or its error, in order (slices of ``MAX_PIPELINE``)."""
-        if len(commands) == 1:
-            try:
-                return [await self._client.execute_command(*commands[0])]
-            except ResponseError as exc:  # the command's own error
-                return [exc]
-        replies: list[Any] = []
-        for i in range(0, len(commands), MAX_PIPELINE):
-            async with self._client.pipeline(transaction=False) as pipe:
-                for command in commands[i : i + MAX_PIPELINE]:
-                    pipe.execute_command(*command)
-                replies += await pipe.execute(raise_on_error=False)
-        return replies

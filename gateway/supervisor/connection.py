@@ -2,14 +2,12 @@
 
 Callers share one bounded pool per process: under load they queue for a
 connection instead of opening more (1,000 waiting callers, a handful of
-connections). Blocking readers get their own single connection each, so a
-BLOCK never holds a pool slot.
+connections). The job path and the blocking readers use ``wire.Wire``
+connections instead, so a BLOCK never holds a pool slot.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -51,19 +49,6 @@ def pooled(url: str, max_connections: int, name: str, *, resend: bool = True) ->
     return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
 
 
-def dedicated(url: str, name: str) -> aioredis.Redis:
-    """One connection for one blocking reader (XREAD/BLPOP BLOCK)."""
-    return aioredis.Redis.from_url(
-        url,
-        client_name=f"hero-gateway/{name}",
-        decode_responses=True,
-        socket_connect_timeout=2,
-        socket_timeout=None,  # reads BLOCK for seconds by design
-        socket_keepalive=True,
-        single_connection_client=True,
-    )
-
-
 def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     """Map "Redis unreachable" to BackendUnavailable (-32007) at the supervisor boundary."""
 
@@ -77,58 +62,11 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return wrapper
 
 
-class BlockingReader:
-    """A dedicated connection for BLOCKing reads that shutdown can wake at once.
-
-    Cancelling a task blocked in XREAD/BLPOP does not reliably interrupt the
-    read in redis-py, so ``interrupt`` asks Redis itself (CLIENT UNBLOCK) from
-    another connection. The connection id is re-read after a reconnect.
-    """
-
-    def __init__(self, url: str, name: str) -> None:
-        self.client = dedicated(url, name)
-        self._id: int | None = None
-
-    async def ready(self) -> None:
-        if self._id is None:
-            self._id = int(await self.client.client_id())
-
-    def lost(self) -> None:
-        self._id = None
-
-    async def interrupt(self, via: aioredis.Redis, task: asyncio.Task[None]) -> None:
-        """Wake the blocked read until ``task`` (whose loop checks its closed flag) ends.
-
-        Repeated because the reader may be between two reads when the first
-        unblock lands."""
-        for _ in range(40):
-            if task.done():
-                return
-            if self._id is not None:
-                with contextlib.suppress(*UNAVAILABLE):
-                    await via.client_unblock(self._id)
-            await asyncio.wait({task}, timeout=0.05)
-        task.cancel()
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
 StreamEntry = tuple[str, dict[str, str]]
 
 
 def _entries(raw: Any) -> list[StreamEntry]:
     return [(str(entry_id), dict(fields or {})) for entry_id, fields in raw or []]
-
-
-async def xread(
-    client: aioredis.Redis, stream: str, after: str, *, block_ms: int, count: int
-) -> list[StreamEntry]:
-    """XREAD of one stream as typed ``(id, fields)`` pairs (RESP2 or RESP3 replies)."""
-    reply: Any = await client.xread({stream: after}, block=block_ms, count=count)
-    if not reply:
-        return []
-    return _entries(reply[stream] if isinstance(reply, dict) else reply[0][1])
 
 
 async def xrange_after(

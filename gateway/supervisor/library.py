@@ -11,15 +11,20 @@ import random
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.config import Config
 from gateway.supervisor import keys
 
 LIBRARY_NAME = "hero"
+
+
+class Commands(Protocol):
+    """What a Function call needs of a client: redis-py's ``Redis`` and a ``Wire`` both."""
+
+    async def execute_command(self, *args: Any) -> Any: ...
 
 
 @cache
@@ -70,7 +75,7 @@ def head(config: Config) -> list[str]:
 
 
 async def call(
-    client: aioredis.Redis,
+    client: Commands,
     config: Config,
     function: str,
     *args: str | int | float,
@@ -81,13 +86,18 @@ async def call(
     loaded again, and the call is retried once."""
     argv = [*key_names, *head(config), *args]
     try:
-        return await client.fcall(function, len(key_names), *argv)
+        return await client.execute_command("FCALL", function, len(key_names), *argv)
     except ResponseError as exc:
-        if "function not found" not in str(exc).lower():
+        if not lost_library(exc):
             raise
         await load(client)
-        return await client.fcall(function, len(key_names), *argv)
+        return await client.execute_command("FCALL", function, len(key_names), *argv)
 
 
-async def load(client: aioredis.Redis) -> None:
-    await client.function_load(source(), replace=True)
+def lost_library(reply: Any) -> bool:
+    """Whether a reply is the error of a Redis that has not (or no longer) the library."""
+    return isinstance(reply, ResponseError) and "function not found" in str(reply).lower()
+
+
+async def load(client: Commands) -> None:
+    await client.execute_command("FUNCTION", "LOAD", "REPLACE", source())

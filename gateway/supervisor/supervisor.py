@@ -2,8 +2,10 @@
 
 The RPC layer calls these methods and nothing else. Each operation is one
 Redis round trip where it can be (a Function call doing the whole
-transition), and callers share one small connection pool; waits and
-subscriptions are served from one events reader per process.
+transition). Function calls, the job path, go out on one multiplexed
+``Wire`` (the calls of one loop turn in one write); other commands share one
+small connection pool; waits and subscriptions are served from one events
+reader per process.
 """
 
 from __future__ import annotations
@@ -15,18 +17,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
 
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.supervisor import connection, keys, library, listing, presence, stats
-from gateway.supervisor.batching import Coalescer, Merger
+from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec, decode, result
 from gateway.supervisor.maintenance import Maintenance
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
+from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor")
 
@@ -37,9 +39,10 @@ class Supervisor:
     def __init__(self, config: Config, client: aioredis.Redis) -> None:
         self.config = config
         self.redis = client
-        self._reader = EventReader(connection.BlockingReader(config.redis, "events"), client)
+        self.wire = Wire(config.redis, "supervisor-jobs")
+        self._reader = EventReader(Wire(config.redis, "events"))
         self.waits = WaitHub(
-            client,
+            self.wire,
             watch_interval=config.watch_interval,
             compat=config.compat_legacy,
             reconcile=self.reconcile,
@@ -76,6 +79,7 @@ class Supervisor:
         await self.maintenance.stop()
         await self.waits.stop()
         await self._reader.stop()
+        await self.wire.aclose()
         await self.redis.aclose()
 
     async def ping(self) -> bool:
@@ -87,7 +91,7 @@ class Supervisor:
     # -- jobs --------------------------------------------------------------------
 
     async def _call(self, function: str, *args: str | int) -> Any:
-        return await library.call(self.redis, self.config, function, *args)
+        return await library.call(self.wire, self.config, function, *args)
 
     def parse(self, spec: Any, *, validated: bool = False) -> JobSpec:
         """``validated``: the caller already checked ``spec`` against the
@@ -96,26 +100,9 @@ class Supervisor:
             return JobSpec.from_valid(spec, self.config.script_types, self.config.stream_types)
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
-    #: The commands and the submits issued in one turn of the event loop (the
-    #: elements of a JSON-RPC batch) go out together: see ``batching``.
-    _coalescer: Coalescer | None = None
+    #: The submits issued in one turn of the event loop (the elements of a
+    #: JSON-RPC batch) become one Function call: see ``batching``.
     _submits: Merger[tuple[JobSpec, bool]] | None = None
-
-    def _batched(self) -> Coalescer:
-        if self._coalescer is None:
-            self._coalescer = Coalescer(self.redis)
-        return self._coalescer
-
-    async def _fcall(self, function: str, *args: str) -> Any:
-        """``_call``, sent in one pipeline with the calls issued alongside it."""
-        try:
-            return await self._batched().execute(
-                "FCALL", function, 0, *library.head(self.config), *args
-            )
-        except ResponseError as exc:
-            if "function not found" not in str(exc).lower():
-                raise
-        return await self._call(function, *args)  # loads the library again, then retries
 
     async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
         """``hero_submit``'s reply, merged with the submits issued alongside it."""
@@ -156,10 +143,10 @@ class Supervisor:
                 prerequisites = json.dumps(list(job.prerequisites))
                 args += [job.job_id, prerequisites, json.dumps(job.hash_fields())]
             commands.append(("FCALL", "hero_submit_many", 0, *library.head(self.config), *args))
-        replies = await self._batched().pipeline(commands)
-        if any(_lost_library(r) for r in replies):  # nothing ran: load it, then once more
-            await library.load(self.redis)
-            replies = await self._batched().pipeline(commands)
+        replies = await self.wire.pipeline(commands)
+        if any(library.lost_library(r) for r in replies):  # nothing ran: load it, then once more
+            await library.load(self.wire)
+            replies = await self.wire.pipeline(commands)
         answers: list[Any] = [None] * len(jobs)
         for positions, reply in zip(calls, replies, strict=True):
             for n, i in enumerate(positions):
@@ -213,7 +200,7 @@ class Supervisor:
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self._fcall("hero_start", job_id)
+        reply = await self._call("hero_start", job_id)
         if reply[0] == "not_found":
             raise JobNotFound(job_id)
         if reply[0] == "invalid_state":
@@ -249,8 +236,8 @@ class Supervisor:
         return await self.waits.wait(job.job_id, fut, timeout)
 
     async def _result(self, job_id: str) -> dict[str, Any]:
-        status, output, error = await self.redis.hmget(
-            keys.job(job_id), "status", "output", "error"
+        status, output, error = await self.wire.execute_command(
+            "HMGET", keys.job(job_id), "status", "output", "error"
         )
         if status is None:
             raise JobNotFound(job_id)
@@ -273,7 +260,7 @@ class Supervisor:
 
     @guarded
     async def status(self, job_id: str) -> dict[str, Any]:
-        status = await self.redis.hget(keys.job(job_id), "status")
+        status = await self.wire.execute_command("HGET", keys.job(job_id), "status")
         if status is None:
             raise JobNotFound(job_id)
         return {"job_id": job_id, "status": status}
@@ -443,10 +430,6 @@ def _dlq_stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> d
         "attempt": int(fields.get("attempt") or 0),
         "ts": int(fields.get("dlq_ts") or 0),
     }
-
-
-def _lost_library(reply: Any) -> bool:
-    return isinstance(reply, ResponseError) and "function not found" in str(reply).lower()
 
 
 def _wait_seconds(wait: float | None, default: float) -> float:

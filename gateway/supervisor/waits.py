@@ -27,13 +27,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from gateway.errors import HeroError, JobNotFound, WaitTimeout
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
 from gateway.supervisor.events import Event
 from gateway.supervisor.job import TERMINAL, result
+from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.waits")
 
@@ -54,13 +53,13 @@ class _Wait:
 class WaitHub:
     def __init__(
         self,
-        client: aioredis.Redis,
+        wire: Wire,
         *,
         watch_interval: float,
         compat: bool,
         reconcile: Callable[[str], Awaitable[None]],
     ) -> None:
-        self._client = client
+        self._wire = wire
         self._reconcile = reconcile
         self._interval = watch_interval
         self._compat = compat
@@ -172,10 +171,7 @@ class WaitHub:
         ids = [j for j in job_ids if j in self._waits]
         if not ids:
             return
-        async with self._client.pipeline(transaction=False) as pipe:
-            for job_id in ids:
-                pipe.hmget(keys.job(job_id), _RESULT_FIELDS)
-            rows = await pipe.execute()
+        rows = await self._wire.pipeline([("HMGET", keys.job(j), *_RESULT_FIELDS) for j in ids])
         for job_id, (status, output, error) in zip(ids, rows, strict=True):
             if status is None:  # deleted while being waited on
                 self.resolve(job_id, JobNotFound(job_id))
@@ -200,13 +196,13 @@ class WaitHub:
         due = [j for j, w in self._waits.items() if not w.ours and w.next_check <= now]
         if not due:
             return
-        async with self._client.pipeline(transaction=False) as pipe:
-            for job_id in due:
-                pipe.hmget(keys.job(job_id), _RESULT_FIELDS)
-                pipe.lindex(keys.reply(job_id), -1)
-                if self._compat:
-                    pipe.lindex(keys.legacy_reply(job_id), -1)
-            rows = await pipe.execute()
+        commands: list[tuple[str | int, ...]] = []
+        for job_id in due:
+            commands.append(("HMGET", keys.job(job_id), *_RESULT_FIELDS))
+            commands.append(("LINDEX", keys.reply(job_id), -1))
+            if self._compat:
+                commands.append(("LINDEX", keys.legacy_reply(job_id), -1))
+        rows = await self._wire.pipeline(commands)
         step = 3 if self._compat else 2
         for i, job_id in enumerate(due):
             status, output, error = rows[i * step]

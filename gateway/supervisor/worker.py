@@ -37,6 +37,7 @@ from redis.exceptions import ResponseError
 from gateway import __version__
 from gateway.config import Config
 from gateway.supervisor import connection, keys, library, presence
+from gateway.supervisor.wire import Subscriber, Wire
 
 log = logging.getLogger("gateway.supervisor.worker")
 
@@ -139,15 +140,17 @@ class ActorLink:
             "capabilities": list(capabilities),
         }
         self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
-        self._waker = connection.dedicated(config.redis, "actor-waker")
-        self._control = connection.BlockingReader(config.redis, "actor-control")
+        #: hero_cycle, the actor's one call per job, on a connection of its own
+        self._wire = Wire(config.redis, "actor-jobs")
+        self._waker = Subscriber(config.redis, "actor-waker", self._on_message)
+        self._control = Wire(config.redis, "actor-control")
         self._on_stop = on_stop
         self._work = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
 
     async def open(self) -> None:
-        await library.load(self.redis)
+        await library.load(self._wire)
         await presence.beat(self.redis, self._info, self._config.presence_ttl)
         self._work.set()  # whatever is queued already
         self._tasks = [
@@ -160,11 +163,10 @@ class ActorLink:
     async def close(self) -> None:
         self._closed = True
         if self._tasks:  # opened
-            waker, heartbeat, *control = self._tasks
+            waker, heartbeat, *_ = self._tasks
             heartbeat.cancel()
             waker.cancel()
-            for task in control:
-                await self._control.interrupt(self.redis, task)
+            await self._control.aclose()  # fails its blocked read at once
             for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -175,6 +177,7 @@ class ActorLink:
                     await self._stream_call("hero_stream_leave")
         await self._waker.aclose()
         await self._control.aclose()
+        await self._wire.aclose()
         await self.redis.aclose()
 
     async def cycle(
@@ -195,7 +198,7 @@ class ActorLink:
             entry = self._entries.get(o.job_id, "")
             args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
         rows = await library.call(
-            self.redis, self._config, "hero_cycle", *args, key_names=self._cycle_keys
+            self._wire, self._config, "hero_cycle", *args, key_names=self._cycle_keys
         )
         for o in outcomes:
             self._entries.pop(o.job_id, None)
@@ -289,52 +292,44 @@ class ActorLink:
         Only the wake-up travels by pub/sub; the job waits in its queue. So a
         message missed while disconnected costs nothing: every (re)subscribe
         is followed by a claim attempt."""
-        mine = set(self._queues)
         channels = [keys.wake(self.script_type)] + ([self._channel] if self._record else [])
         delay = 0.05
         first = True
         while not self._closed:
-            pubsub = self._waker.pubsub()
             try:
-                await pubsub.subscribe(*channels)
-                confirmed = 0
-                while not self._closed:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        continue
-                    if message["type"] == "subscribe":
-                        confirmed += 1
-                        if confirmed < len(channels):
-                            continue
-                        # Redis now delivers to us: handoffs may be accepted from here on
-                        self._listening = True
-                        self._work.set()  # whatever was dispatched while we were away
-                        if not first:
-                            self.adopt_due = True  # a handoff may have been published meanwhile
-                        first, delay = False, 0.05
-                    elif message["channel"] == self._channel:
-                        self._handed.append(Claimed.from_row(json.loads(message["data"])))
-                        self._work.set()
-                    elif message["data"] in mine:
-                        self._work.set()
+                lost = await self._waker.subscribe(channels)
             except connection.UNAVAILABLE:
                 if self._closed:
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+                continue
+            # Redis now delivers to us: handoffs may be accepted from here on
+            self._listening = True
+            self._work.set()  # whatever was dispatched while we were away
+            if not first:
+                self.adopt_due = True  # a handoff may have been published meanwhile
+            first, delay = False, 0.05
+            try:
+                await lost
             finally:
                 self._listening = False
-                with contextlib.suppress(*connection.UNAVAILABLE):
-                    await pubsub.aclose()
+
+    def _on_message(self, channel: str, data: str) -> None:
+        if channel == self._channel:
+            self._handed.append(Claimed.from_row(json.loads(data)))
+            self._work.set()
+        elif data in self._queues:
+            self._work.set()
 
     async def _obey_control(self, on_stop: Callable[[str], None]) -> None:
         """Stop requests arrive on this instance's control queue (Hero's ctl keys)."""
         while not self._closed:
             try:
-                await self._control.ready()
-                reply = await self._control.client.blpop([self._ctl], timeout=5)
+                reply = await self._control.execute_command("BLPOP", self._ctl, 5)
             except connection.UNAVAILABLE:
-                self._control.lost()
+                if self._closed:
+                    return
                 await asyncio.sleep(0.5)
                 continue
             if reply is None:

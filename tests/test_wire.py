@@ -1,0 +1,173 @@
+"""wire: the multiplexed connection of the job path, against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from gateway import eventloop
+from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.supervisor.wire import Subscriber, Wire
+
+
+@pytest.fixture
+async def wire(redis_url: str) -> AsyncIterator[Wire]:
+    w = Wire(redis_url, "test-wire")
+    yield w
+    await w.aclose()
+
+
+async def wire_client_id(rds: aioredis.Redis, name: str) -> int:
+    clients: list[dict[str, Any]] = await rds.client_list()
+    (found,) = [int(c["id"]) for c in clients if c["name"] == f"hero-gateway/{name}"]
+    return found
+
+
+async def test_replies_and_error_replies_each_reach_their_caller(
+    wire: Wire, rds: aioredis.Redis
+) -> None:
+    await rds.rpush("wi-list", "x")
+    assert await wire.execute_command("SET", "wi-key", "v") == "OK"
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await wire.execute_command("HGET", "wi-list", "f")
+    replies = await asyncio.gather(
+        wire.execute_command("GET", "wi-key"),
+        wire.execute_command("HGET", "wi-list", "f"),
+        wire.execute_command("LRANGE", "wi-list", 0, -1),
+        return_exceptions=True,
+    )
+    assert replies[0] == "v"
+    assert isinstance(replies[1], ResponseError)
+    assert replies[2] == ["x"]
+
+
+async def test_commands_of_one_loop_turn_leave_in_one_write(
+    wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await wire.execute_command("PING")  # connected
+    transport = wire._protocol.transport  # type: ignore[union-attr]
+    writes: list[bytes] = []
+    real = transport.write  # type: ignore[union-attr]
+
+    def spy(data: bytes) -> None:
+        writes.append(data)
+        real(data)
+
+    monkeypatch.setattr(transport, "write", spy)
+    replies = await asyncio.gather(*(wire.execute_command("INCR", "wi-turn") for _ in range(100)))
+    assert replies == list(range(1, 101))  # and in the order they were issued
+    assert len(writes) == 1
+
+
+async def test_a_flood_of_concurrent_callers_is_answered_in_full(wire: Wire) -> None:
+    n = 20_000
+    replies = await asyncio.gather(*(wire.execute_command("INCR", "wi-flood") for _ in range(n)))
+    assert replies == list(range(1, n + 1))
+
+
+async def test_pipeline_keeps_an_error_reply_in_its_place(wire: Wire) -> None:
+    await wire.execute_command("SET", "wi-str", "1")
+    replies = await wire.pipeline([("INCR", "wi-str"), ("LPUSH", "wi-str", "x"), ("GET", "wi-str")])
+    assert replies[0] == 2
+    assert isinstance(replies[1], ResponseError)
+    assert replies[2] == "2"
+
+
+async def test_a_lost_connection_fails_the_calls_in_flight_and_the_next_call_reconnects(
+    wire: Wire, rds: aioredis.Redis
+) -> None:
+    blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
+    await asyncio.sleep(0.1)
+    await rds.client_kill_filter(_id=await wire_client_id(rds, "test-wire"))
+    with pytest.raises(RedisConnectionError):
+        await asyncio.wait_for(blocked, 5)
+    assert await wire.execute_command("PING") == "PONG"
+
+
+async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(wire: Wire) -> None:
+    blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
+    await asyncio.sleep(0.1)
+    await asyncio.wait_for(wire.aclose(), 2)
+    with pytest.raises(RedisConnectionError):
+        await asyncio.wait_for(blocked, 2)
+    with pytest.raises(RedisConnectionError):
+        await wire.execute_command("PING")
+
+
+async def test_the_url_selects_the_database_and_authenticates(
+    redis_server: EmbeddedRedis, rds: aioredis.Redis
+) -> None:
+    await rds.execute_command("ACL", "SETUSER", "wire-user", "on", ">s3cret", "~*", "&*", "+@all")
+    base = f"redis://wire-user:{{}}@127.0.0.1:{redis_server.port}"
+    wire = Wire(base.format("s3cret") + "/5", "test-wire-db")
+    wrong = Wire(base.format("nope") + "/0", "test-wire-auth")
+    other = aioredis.Redis(port=redis_server.port, db=5, decode_responses=True)
+    try:
+        await wire.execute_command("SET", "wi-db", "five")
+        assert await other.get("wi-db") == "five"
+        with pytest.raises(RedisConnectionError, match="refused") as caught:
+            await wrong.execute_command("PING")
+        assert "nope" not in str(caught.value)  # the password never reaches an error
+    finally:
+        await rds.execute_command("ACL", "DELUSER", "wire-user")
+        for closing in (wire, wrong, other):
+            await closing.aclose()
+
+
+async def test_an_unreachable_redis_is_a_connection_error() -> None:
+    wire = Wire(f"redis://127.0.0.1:{free_port()}/0", "test-wire-down")
+    with pytest.raises(RedisConnectionError):
+        await wire.execute_command("PING")
+    await wire.aclose()
+
+
+async def test_subscriber_hears_from_the_confirmation_on_and_knows_when_it_is_lost(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
+    heard: list[tuple[str, str]] = []
+    sub = Subscriber(redis_url, "test-sub", lambda channel, data: heard.append((channel, data)))
+    try:
+        lost = await sub.subscribe(["wi-a", "wi-b"])
+        assert await rds.publish("wi-a", "one") == 1  # confirmed: Redis delivers from here
+        await rds.publish("wi-b", "two")
+        await rds.publish("wi-c", "not ours")
+        for _ in range(100):
+            if len(heard) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert heard == [("wi-a", "one"), ("wi-b", "two")]
+        await rds.client_kill_filter(_id=await wire_client_id(rds, "test-sub"))
+        await asyncio.wait_for(lost, 5)
+        lost = await sub.subscribe(["wi-a"])  # subscribing again reconnects
+        assert await rds.publish("wi-a", "three") == 1
+    finally:
+        await sub.aclose()
+
+
+def test_wire_and_subscriber_work_on_uvloop(redis_url: str) -> None:
+    """serve and actor run on uvloop (HERO_EVENT_LOOP=auto), whose transports
+    differ from asyncio's; the tests above run on asyncio's loop."""
+
+    async def scenario() -> list[Any]:
+        heard: list[str] = []
+        wire = Wire(redis_url, "test-wire-uv")
+        sub = Subscriber(redis_url, "test-sub-uv", lambda _, data: heard.append(data))
+        try:
+            await sub.subscribe(["wi-uv"])
+            replies = await wire.pipeline([("SET", "wi-uv", "1"), ("PUBLISH", "wi-uv", "hi")])
+            for _ in range(100):
+                if heard:
+                    break
+                await asyncio.sleep(0.01)
+            return [*replies, *heard]
+        finally:
+            await sub.aclose()
+            await wire.aclose()
+
+    assert eventloop.run(scenario(), "uvloop") == ["OK", 1, "hi"]
