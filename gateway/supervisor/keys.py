@@ -22,6 +22,11 @@ PRIORITIES = (0, 1, 2)
 DEFAULT_PRIORITY = 1
 
 EVENTS = f"{PREFIX}:events"
+#: The terminal events alone, under the same ids as in EVENTS (trimmed to
+#: about ENDED_MAXLEN): a process with waiting callers and no subscriber
+#: blocks on this one, so it wakes once per ended job, not per transition.
+ENDED = f"{PREFIX}:events:ended"
+ENDED_MAXLEN = 10_000
 
 
 # -- canonical ---------------------------------------------------------------

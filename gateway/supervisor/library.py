@@ -33,6 +33,8 @@ def source() -> str:
     placeholders = {
         "JOB": keys.job(""),
         "EVENTS": keys.EVENTS,
+        "ENDED": keys.ENDED,
+        "ENDED_MAXLEN": str(keys.ENDED_MAXLEN),
         "INDEX_ALL": keys.INDEX_ALL,
         "INDEX_STATUS": keys.index_status(""),
         "INDEX_TYPE": keys.index_type(""),

@@ -40,7 +40,6 @@ class Supervisor:
         self.config = config
         self.redis = client
         self.wire = Wire(config.redis, "supervisor-jobs")
-        self._reader = EventReader(Wire(config.redis, "events"))
         self.waits = WaitHub(
             self.wire,
             watch_interval=config.watch_interval,
@@ -48,6 +47,12 @@ class Supervisor:
             reconcile=self.reconcile,
         )
         self.subscriptions = Subscriptions(client)
+        # Waits need only terminal events at once; subscribers need them all.
+        self._reader = EventReader(
+            Wire(config.redis, "events"),
+            eager=lambda: len(self.subscriptions) > 0,
+            on_ended=self.waits.on_events,
+        )
         self._reader.add_listener(self.waits.on_events)
         self._reader.add_listener(self.subscriptions.on_events)
         self.maintenance = Maintenance(client, config)

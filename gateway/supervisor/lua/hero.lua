@@ -22,6 +22,8 @@
 
 local JOB = '{{JOB}}'
 local EVENTS = '{{EVENTS}}'
+local ENDED = '{{ENDED}}'
+local ENDED_MAXLEN = '{{ENDED_MAXLEN}}'
 local IDX_ALL = '{{INDEX_ALL}}'
 local IDX_STATUS = '{{INDEX_STATUS}}'
 local IDX_TYPE = '{{INDEX_TYPE}}'
@@ -123,11 +125,16 @@ local function emit(ctx, id, status, err, event)
     local out = redis.call('HGET', JOB .. id, 'output') or ''
     if #out <= OUTPUT_IN_EVENT then result = {'output', out} end
   end
-  return redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
+  local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
     'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
     'ts', tostring(ctx.ms), 'error', err or '', unpack(result))
+  if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id
+    redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
+      'job_id', id, 'status', status, 'error', err or '', unpack(result))
+  end
+  return entry
 end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
@@ -391,6 +398,10 @@ end
 -- started by `who.actor`. Stale ids (stopped, deleted, taken through another
 -- queue) are dropped on the way.
 local function claim(ctx, held, who, count, queues, out)
+  -- One call instead of a pop per queue when all are empty (an idle actor's cycle).
+  if count <= 0 or #queues == 0 or redis.call('EXISTS', unpack(queues)) == 0 then
+    return out
+  end
   for _, q in ipairs(queues) do
     while #out < count do
       local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')

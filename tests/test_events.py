@@ -1,0 +1,148 @@
+"""events: the events reader against a real redis-server, in both of its modes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import Actor, JobContext
+from gateway.config import Config
+from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.events import LINGER, Event, EventReader
+from gateway.supervisor.wire import Wire
+from tests.helpers import eventually, job
+
+
+class Feed:
+    """What an EventReader hands out, and a switch for its mode."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.ended: list[Event] = []
+        self.eager = False
+
+
+@pytest.fixture
+async def feed(redis_url: str) -> AsyncIterator[tuple[Feed, Callable[..., EventReader]]]:
+    feed = Feed()
+    readers: list[EventReader] = []
+
+    def start(count: int = 1000) -> EventReader:
+        reader = EventReader(
+            Wire(redis_url, "test-events"),
+            eager=lambda: feed.eager,
+            on_ended=feed.ended.extend,
+            count=count,
+        )
+        reader.add_listener(feed.events.extend)
+        readers.append(reader)
+        return reader
+
+    yield feed, start
+    for reader in readers:
+        await reader.stop()
+
+
+async def add(rds: aioredis.Redis, job_id: str, status: str) -> str:
+    """An event as hero.lua writes it: terminal ones also go to ENDED, same id."""
+    entry: str = await rds.xadd(keys.EVENTS, {"job_id": job_id, "status": status})
+    if status in {"finished", "error"}:
+        await rds.xadd(keys.ENDED, {"job_id": job_id, "status": status}, id=entry)
+    return entry
+
+
+async def test_lazy_reader_hands_ended_jobs_on_and_every_event_once_in_order(
+    feed: Any, rds: aioredis.Redis
+) -> None:
+    events, start = feed
+    await start().start()
+    ids = []
+    for n in range(3):
+        for status in ("created", "started", "finished"):
+            ids.append(await add(rds, f"j{n}", status))
+        await asyncio.sleep(0.01)
+
+    async def all_seen() -> bool:
+        return len(events.events) >= len(ids) and len(events.ended) >= 3
+
+    await eventually(all_seen, within=5)
+    assert [e["id"] for e in events.events] == ids
+    assert [e["job_id"] for e in events.ended] == ["j0", "j1", "j2"]
+    events.eager = True  # a subscriber came: every event at once, still each once
+    ids.append(await add(rds, "j3", "created"))
+    ids.append(await add(rds, "j3", "finished"))
+    await eventually(lambda: _at_least(events.events, len(ids)), within=5)
+    events.eager = False
+    ids.append(await add(rds, "j4", "finished"))
+    await eventually(lambda: _at_least(events.events, len(ids)), within=5)
+    await asyncio.sleep(0.2)
+    assert [e["id"] for e in events.events] == ids
+
+
+async def _at_least(items: list[Any], n: int) -> bool:
+    return len(items) >= n
+
+
+async def test_a_backlog_larger_than_a_read_is_drained(feed: Any, rds: aioredis.Redis) -> None:
+    events, start = feed
+    reader = start(count=10)
+    await reader.start()
+    ids = [await add(rds, f"b{n}", "created") for n in range(35)]
+    await eventually(lambda: _at_least(events.events, 35), within=5)
+    assert [e["id"] for e in events.events] == ids
+
+
+async def test_lua_copies_terminal_events_to_ended_under_their_ids(
+    sup: Supervisor, actors: Any, rds: aioredis.Redis
+) -> None:
+    actors()
+    done = await sup.run(job("print(6 * 7)"), wait=20)
+    (entry,) = await rds.xrange(keys.ENDED)
+    events = {e_id: f for e_id, f in await rds.xrange(keys.EVENTS)}
+    assert events[entry[0]]["status"] == "finished"
+    assert entry[1] == {
+        "job_id": done["job_id"],
+        "status": "finished",
+        "error": "",
+        "output": "42\n",
+    }
+
+
+async def test_waiting_callers_wake_the_reader_about_once_per_job(
+    sup: Supervisor, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without subscribers a run-and-wait costs the reader about one read, not
+    one per event (each job makes four: created, dispatched, started, finished)."""
+    actor = Actor(config, concurrency=1)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    serving = asyncio.create_task(actor.serve())
+    try:
+        await sup.run(job("warm-up", script_type="osis"), wait=20)
+        wire = sup._reader._wire
+        reads = 0
+        real = wire.execute_command
+
+        async def counted(*args: Any) -> Any:
+            nonlocal reads
+            reads += args[0] == "XREAD"
+            return await real(*args)
+
+        monkeypatch.setattr(wire, "execute_command", counted)
+        jobs = 50
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        for n in range(jobs):
+            await sup.run(job(f"n{n}", script_type="osis"), wait=20)
+        periods = (loop.time() - began) / LINGER  # each: one timed-out wait, one events read
+        assert reads <= jobs + 2 * periods + 5, (reads, periods)
+    finally:
+        actor.stop()
+        await serving
