@@ -26,13 +26,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from gateway.config import Config
 from gateway.embedded_redis import free_port
-from gateway.supervisor import Supervisor
 from websockets.asyncio.client import ClientConnection, connect
 
 from common import OUT, Procs, latency_summary, log, python_env
 from ours import (
     SCRIPT_TYPE,
     CpuMeter,
+    connect_producer,
     finished_count,
     hero_gateway,
     last_event_id,
@@ -225,7 +225,7 @@ async def gateway_throughput(
     profile: Path | None = None,
 ) -> dict[str, Any]:
     config = Config(redis_url=url)
-    sup = await Supervisor.connect(config, maintenance=False)  # only to see actors
+    sup = await connect_producer(config)  # only to see actors
     probe = aioredis.Redis.from_url(url, decode_responses=True)
     try:
         with Procs() as procs:
@@ -255,7 +255,7 @@ async def gateway_latency(
     url: str, *, calls: int, runs: int, profile: Path | None = None
 ) -> dict[str, Any]:
     config = Config(redis_url=url)
-    sup = await Supervisor.connect(config, maintenance=False)
+    sup = await connect_producer(config)
     try:
         with Procs() as procs:
             _, port = start_gateway(procs, url, profile=profile)
