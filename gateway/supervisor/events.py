@@ -43,7 +43,7 @@ Event = dict[str, str]
 Listener = Callable[[list[Event]], None]
 
 #: Seconds the listeners' events may lag while only waiters are served.
-LINGER = 0.05
+LINGER = 0.01
 
 
 def stream_id(text: str) -> tuple[int, int]:
