@@ -117,12 +117,13 @@ end
 -- subscribers see results as they happen, while the stream stays small.
 local OUTPUT_IN_EVENT = 4096
 
--- `event` names the transition when it is not just the new status.
-local function emit(ctx, id, status, err, event)
+-- `event` names the transition when it is not just the new status;
+-- `output`: the job's output when the caller has just written it.
+local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
   local result = {}
   if TERMINAL[status] then
-    local out = redis.call('HGET', JOB .. id, 'output') or ''
+    local out = output or redis.call('HGET', JOB .. id, 'output') or ''
     if #out <= OUTPUT_IN_EVENT then result = {'output', out} end
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
@@ -154,7 +155,13 @@ end
 local function set_status(ctx, id, old, new, extra, err, event)
   local jk = JOB .. id
   redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
-  if extra then note(ctx, id, extra) end
+  local output
+  if extra then
+    note(ctx, id, extra)
+    for i = 1, #extra, 2 do
+      if extra[i] == 'output' then output = extra[i + 1] end
+    end
+  end
   if old then redis.call('ZREM', IDX_STATUS .. old, id) end
   redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
   if TERMINAL[new] then
@@ -162,7 +169,7 @@ local function set_status(ctx, id, old, new, extra, err, event)
   elseif TERMINAL[old or ''] then
     redis.call('PERSIST', jk)  -- back in play (a replayed dead letter)
   end
-  return emit(ctx, id, new, err, event)
+  return emit(ctx, id, new, err, event, output)
 end
 
 local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
@@ -208,8 +215,10 @@ end
 -- may take it: not in stream mode (the stream is the record of delivery),
 -- not in compat mode (a legacy actor could pop the job as well), and not
 -- routed to a group (only that group's actors may run it).
-local function dispatch(ctx, id, old)
-  local f = redis.call('HMGET', JOB .. id, 'queue', 'worker_id', 'script_type', 'mode', 'group')
+-- `route`: the fields read here, when the caller has them at hand (submit).
+local ROUTE_FIELDS = {'queue', 'worker_id', 'script_type', 'mode', 'group'}
+local function dispatch(ctx, id, old, route)
+  local f = route or redis.call('HMGET', JOB .. id, unpack(ROUTE_FIELDS))
   if not ctx.routed[f[1]] then  -- for queue.stats, even when no job waits in it
     ctx.routed[f[1]] = true
     redis.call('SADD', QUEUES, f[1])
@@ -237,17 +246,18 @@ local function dispatch(ctx, id, old)
 end
 
 local function decode_list(raw)
-  if not raw or raw == '' then return {} end
+  if not raw or raw == '' or raw == '[]' then return {} end
   return cjson.decode(raw)
 end
 
 -- After a job reached a terminal status: release or fail its dependents.
 -- A worklist, not recursion, so a long chain of failures cannot blow the stack.
-local function on_terminal(ctx, id, status)
-  local work = { {id, status} }
+-- `dependents`: the job's dependents field, when the caller has read it.
+local function on_terminal(ctx, id, status, dependents)
+  local work = { {id, status, dependents} }
   while #work > 0 do
     local item = table.remove(work)
-    local deps = decode_list(redis.call('HGET', JOB .. item[1], 'dependents'))
+    local deps = decode_list(item[3] or redis.call('HGET', JOB .. item[1], 'dependents'))
     for _, dep in ipairs(deps) do
       local ds = redis.call('HGET', JOB .. dep, 'status')
       if ds == 'waiting' then
@@ -313,13 +323,19 @@ local function promote(ctx, limit)
   return #due
 end
 
-local function start(ctx, id)
+-- `known`: what submit has just written (prerequisites, route), so a job
+-- created and started in one call is not read back.
+local function start(ctx, id, known)
   local jk = JOB .. id
-  local st = redis.call('HGET', jk, 'status')
-  if not st then return {'not_found'} end
-  if st ~= 'created' then return {'invalid_state', st} end
+  local st, prereqs = 'created', known and known.prereqs
+  if not known then
+    st = redis.call('HGET', jk, 'status')
+    if not st then return {'not_found'} end
+    if st ~= 'created' then return {'invalid_state', st} end
+    prereqs = decode_list(redis.call('HGET', jk, 'prerequisites'))
+  end
   local pending = false
-  for _, p in ipairs(decode_list(redis.call('HGET', jk, 'prerequisites'))) do
+  for _, p in ipairs(prereqs) do
     local ps = redis.call('HGET', JOB .. p, 'status')
     if ps == false or FAILED[ps] then
       local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
@@ -334,7 +350,7 @@ local function start(ctx, id)
     set_status(ctx, id, st, 'waiting')
     return {'waiting', ''}
   end
-  return {'dispatched', dispatch(ctx, id, st)}
+  return {'dispatched', dispatch(ctx, id, st, known and known.route)}
 end
 
 -- Create one job (and start it when asked). `fields`: flat field, value list.
@@ -364,7 +380,11 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   redis.call('ZADD', IDX_TYPE .. f[1], ctx.ms, id)
   if f[5] and f[5] ~= '' then redis.call('ZADD', IDX_CALLER .. f[5], ctx.ms, id) end
   set_status(ctx, id, nil, 'created')
-  if start_now then return start(ctx, id) end
+  if start_now then
+    local route = {}
+    for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
+    return start(ctx, id, {prereqs = prereqs, route = route})
+  end
   return {'created', ''}
 end
 
@@ -491,8 +511,9 @@ local function finish(ctx, held, who, r)
   else
     redis.call('LREM', held, 1, id)
   end
-  local f = redis.call('HMGET', JOB .. id, 'status', unpack(EVENT_FIELDS))
+  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', unpack(EVENT_FIELDS))
   local status = table.remove(f, 1)
+  local dependents = table.remove(f, 1)
   ctx.seen[id] = f
   if status ~= 'started' or f[4] ~= who.actor then return 0 end
   if r.status == 'error' or r.status == 'timeout' then
@@ -505,7 +526,7 @@ local function finish(ctx, held, who, r)
   redis.call('LPUSH', rk,
     cjson.encode({job_id = id, status = r.status, output = r.output, error = r.error}))
   if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
-  on_terminal(ctx, id, r.status)
+  on_terminal(ctx, id, r.status, dependents)
   return 1
 end
 
