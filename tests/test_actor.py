@@ -4,6 +4,7 @@ logs, stop, timeouts and presence, all against real Redis and real processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,7 +16,9 @@ import pytest
 
 from gateway.actor import Actor, JobContext, JobFailed
 from gateway.config import Config
+from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
+from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
 
 
@@ -211,3 +214,52 @@ def test_cli_actor_refuses_a_type_it_cannot_run(config: Config) -> None:
     )
     assert proc.returncode == 2
     assert "no built-in executor" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_an_actor_with_no_room_sleeps_through_wake_ups(
+    sup: Supervisor, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wake-ups for queued work while every slot is busy must not make the
+    serve loop spin: it waits for the running job to finish."""
+    actor = Actor(config, concurrency=1)
+    release = asyncio.Event()
+
+    @actor.handler("osis")
+    async def slow(ctx: JobContext) -> str:
+        await release.wait()
+        return ctx.job.script
+
+    waits = 0
+    real = ActorLink.wait_for_work
+
+    async def counted(self: ActorLink) -> None:
+        nonlocal waits
+        waits += 1
+        await real(self)
+
+    monkeypatch.setattr(ActorLink, "wait_for_work", counted)
+    serving = asyncio.create_task(actor.serve())
+    try:
+        spec = job("first", script_type="osis", job_id="spin-first")
+        first = asyncio.create_task(sup.run(spec, wait=20))
+
+        async def running() -> bool:
+            with contextlib.suppress(JobNotFound):
+                return (await sup.status("spin-first"))["status"] == "started"
+            return False
+
+        await eventually(running, within=10)
+        before = waits
+        queued = [await sup.create(job(f"q{n}", script_type="osis")) for n in range(5)]
+        for created in queued:
+            await sup.start(created["job_id"])  # each publishes a wake-up
+        await asyncio.sleep(0.3)
+        assert waits - before <= 6, waits - before  # one per wake-up at most, no spinning
+        release.set()
+        assert (await first)["output"] == "first"
+        for created in queued:
+            assert (await sup.output(created["job_id"], wait=20))["status"] == "finished"
+    finally:
+        release.set()
+        actor.stop()
+        await serving

@@ -57,6 +57,7 @@ class Actor:
         self.log_dir = Path(config.log_dir) if config.log_dir else state_dir() / "logs"
         self._handlers: dict[str, Handler] = {}
         self._stopping = asyncio.Event()
+        self._links: set[ActorLink] = set()  # woken by stop()
 
     def handler(self, script_type: str) -> Callable[[Handler], Handler]:
         """Register the function that runs jobs of ``script_type`` (async or sync)."""
@@ -70,6 +71,8 @@ class Actor:
     def stop(self) -> None:
         """Finish running jobs, report them, and return from ``serve``."""
         self._stopping.set()
+        for link in self._links:
+            link.poke()
 
     def run(self) -> None:
         eventloop.run(self._run_until_signal(), self.config.event_loop)
@@ -108,7 +111,7 @@ class Actor:
             extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
         )
         done: list[Outcome] = []
-        stopping = asyncio.create_task(self._stopping.wait())
+        self._links.add(link)
 
         def finished(job_id: str, task: asyncio.Task[Outcome]) -> None:
             running.pop(job_id, None)
@@ -151,11 +154,9 @@ class Actor:
                         continue  # maybe more queued
                 if done or link.has_handed():
                     continue  # arrived while cycling: the cycle cleared their wake-up
-                waker = asyncio.create_task(link.wait_for_work())
-                await asyncio.wait({waker, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                waker.cancel()
+                await link.wait_for_work()  # stop() wakes it too
         finally:
-            stopping.cancel()
+            self._links.discard(link)
             await link.close()
             log.info("actor stopped", extra={"script_type": script_type, "actor": link.name})
 

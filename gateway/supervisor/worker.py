@@ -273,7 +273,11 @@ class ActorLink:
         return list(delivered)
 
     async def wait_for_work(self) -> None:
+        """Until something may be to do: a dispatch, a handoff, a finished job
+        (``poke``). The flag is taken down on waking, so an actor with no room
+        waits for its next wake-up instead of finding the flag still up."""
         await self._work.wait()
+        self._work.clear()
 
     def poke(self) -> None:
         """Wake ``wait_for_work`` (used when a running job finishes)."""
