@@ -129,10 +129,20 @@ class Wire:
         as a ``ResponseError``. A lost connection raises."""
         protocol = self._protocol or await self._connect()
         futures = protocol.send(commands)
-        replies = await asyncio.gather(*futures, return_exceptions=True)
-        for reply in replies:
-            if isinstance(reply, BaseException) and not isinstance(reply, ResponseError):
-                raise reply
+        replies: list[Any] = []
+        try:
+            for future in futures:  # answered in order: no gather needed
+                try:
+                    replies.append(await future)
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:  # lost or cancelled: the rest is nobody's now
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+                elif not future.cancelled():
+                    future.exception()  # retrieved, so asyncio does not log it
+            raise
         return replies
 
     async def post(self, *args: Any) -> asyncio.Future[None]:
