@@ -263,3 +263,28 @@ async def test_an_actor_with_no_room_sleeps_through_wake_ups(
         release.set()
         actor.stop()
         await serving
+
+
+async def test_stop_waits_for_a_running_job_then_returns(sup: Supervisor, config: Config) -> None:
+    actor = Actor(config, concurrency=1)
+    release = asyncio.Event()
+
+    @actor.handler("osis")
+    async def slow(ctx: JobContext) -> str:
+        await release.wait()
+        return ctx.job.script
+
+    serving = asyncio.create_task(actor.serve())
+    try:
+        run = asyncio.create_task(sup.run(job("last", script_type="osis"), wait=20))
+        await asyncio.sleep(0.2)  # running now
+        actor.stop()
+        await asyncio.sleep(0.1)
+        assert not serving.done()  # the job is not done yet
+        release.set()
+        assert (await run)["output"] == "last"  # reported on the way out
+        await asyncio.wait_for(serving, 5)
+    finally:
+        release.set()
+        actor.stop()
+        await asyncio.wait_for(serving, 10)

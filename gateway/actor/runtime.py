@@ -154,6 +154,8 @@ class Actor:
                         continue  # maybe more queued
                 if done or link.has_handed():
                     continue  # arrived while cycling: the cycle cleared their wake-up
+                if is_stopping and not running:
+                    continue  # reported the last ones: leave (at the top)
                 await link.wait_for_work()  # stop() wakes it too
         finally:
             self._links.discard(link)
