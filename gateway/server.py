@@ -47,7 +47,8 @@ async def services(config: Config) -> AsyncIterator[Services]:
     """The supervisor and the key store, for the app's lifespan."""
     sup = await Supervisor.connect(config)
     try:
-        yield Services(supervisor=sup, keys=KeyStore(sup.redis), metrics=Metrics(sup))
+        store = KeyStore(sup.redis, checks=sup.wire)
+        yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
     finally:
         await sup.close()
 

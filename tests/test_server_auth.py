@@ -20,6 +20,7 @@ from gateway.config import Config
 from gateway.embedded_redis import free_port
 from gateway.server import is_loopback, preflight, redact
 from gateway.supervisor.auth import KeyStore, digest
+from gateway.supervisor.wire import Wire
 from tests import server_support as support
 from tests.conftest import ROOT
 from tests.helpers import job
@@ -38,10 +39,14 @@ shared_server = support.shared_server
 server = support.server
 
 
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[KeyStore]:
+@pytest.fixture(params=["pool", "wire"])
+async def store(redis_url: str, request: pytest.FixtureRequest) -> AsyncIterator[KeyStore]:
+    """Both ways a store is made: on its client alone, and as the gateway
+    makes it, with the per-connection checks on the job-path wire."""
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield KeyStore(client)
+    wire = Wire(redis_url, "test-keys")
+    yield KeyStore(client, checks=wire if request.param == "wire" else None)
+    await wire.aclose()
     await client.aclose()
 
 

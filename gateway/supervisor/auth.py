@@ -27,6 +27,7 @@ from redis.exceptions import WatchError
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
 from gateway.supervisor.connection import guarded
+from gateway.supervisor.library import Commands
 
 Scope = Literal["user", "admin"]
 SCOPES: tuple[Scope, ...] = ("user", "admin")
@@ -49,8 +50,12 @@ class KeyStore:
     """Create, verify, list and revoke API keys (``gateway.rpc`` sees only
     ``verify`` and ``exist``, through its ``KeyStore`` protocol)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, *, checks: Commands | None = None) -> None:
+        """``checks``: where ``verify`` and ``exist`` go, the per-connection
+        checks (a gateway passes its job-path wire: 10,000 clients connecting
+        at once must not queue for the pool); the rest uses ``client``."""
         self._redis = client
+        self._checks: Commands = checks or client
 
     @guarded
     async def create(self, name: str, scope: str, caller_id: str | None = None) -> str:
@@ -91,19 +96,21 @@ class KeyStore:
         """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
         if not key.startswith(KEY_PREFIX) or len(key) > 256:
             return None
-        found = await self._redis.hgetall(keys.api_key(digest(key)))
-        if not found or found.get("scope") not in SCOPES:
+        name, scope, caller_id = await self._checks.execute_command(
+            "HMGET", keys.api_key(digest(key)), "name", "scope", "caller_id"
+        )
+        if scope not in SCOPES:
             return None
         return {
-            "name": found.get("name", ""),
-            "scope": cast(Scope, found["scope"]),
-            "caller_id": found.get("caller_id") or None,
+            "name": name or "",
+            "scope": cast(Scope, scope),
+            "caller_id": caller_id or None,
         }
 
     @guarded
     async def exist(self) -> bool:
         """Whether any key exists (then every client must authenticate)."""
-        return bool(await self._redis.scard(keys.API_KEYS))
+        return bool(await self._checks.execute_command("SCARD", keys.API_KEYS))
 
     @guarded
     async def list_keys(self) -> list[dict[str, Any]]:
