@@ -216,19 +216,25 @@ def test_cli_actor_refuses_a_type_it_cannot_run(config: Config) -> None:
     assert "no built-in executor" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def held_actor(config: Config) -> tuple[Actor, asyncio.Event]:
+    """One slot; its osis jobs echo their script once the event is set."""
+    actor = Actor(config, concurrency=1)
+    release = asyncio.Event()
+
+    @actor.handler("osis")
+    async def held(ctx: JobContext) -> str:
+        await release.wait()
+        return ctx.job.script
+
+    return actor, release
+
+
 async def test_an_actor_with_no_room_sleeps_through_wake_ups(
     sup: Supervisor, config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Wake-ups for queued work while every slot is busy must not make the
     serve loop spin: it waits for the running job to finish."""
-    actor = Actor(config, concurrency=1)
-    release = asyncio.Event()
-
-    @actor.handler("osis")
-    async def slow(ctx: JobContext) -> str:
-        await release.wait()
-        return ctx.job.script
-
+    actor, release = held_actor(config)
     waits = 0
     real = ActorLink.wait_for_work
 
@@ -266,14 +272,7 @@ async def test_an_actor_with_no_room_sleeps_through_wake_ups(
 
 
 async def test_stop_waits_for_a_running_job_then_returns(sup: Supervisor, config: Config) -> None:
-    actor = Actor(config, concurrency=1)
-    release = asyncio.Event()
-
-    @actor.handler("osis")
-    async def slow(ctx: JobContext) -> str:
-        await release.wait()
-        return ctx.job.script
-
+    actor, release = held_actor(config)
     serving = asyncio.create_task(actor.serve())
     try:
         run = asyncio.create_task(sup.run(job("last", script_type="osis"), wait=20))
