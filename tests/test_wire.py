@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,3 +173,27 @@ def test_wire_and_subscriber_work_on_uvloop(redis_url: str) -> None:
             await wire.aclose()
 
     assert eventloop.run(scenario(), "uvloop") == ["OK", 1, "hi"]
+
+
+async def test_a_unix_socket_url(tmp_path: Path) -> None:
+    """``unix://`` URLs (a Redis on the same host without TCP), db included."""
+    sock = tmp_path / "redis.sock"
+    server = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "", "--appendonly",
+         "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    wire = Wire(f"unix://{sock}?db=3", "test-wire-unix")
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert await wire.execute_command("SET", "wi-unix", "yes") == "OK"
+        other = aioredis.Redis(unix_socket_path=str(sock), db=3, decode_responses=True)
+        assert await other.get("wi-unix") == "yes"
+        await other.aclose()
+    finally:
+        await wire.aclose()
+        server.terminate()
+        server.wait(10)
