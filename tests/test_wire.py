@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -197,3 +198,18 @@ async def test_a_unix_socket_url(tmp_path: Path) -> None:
         await wire.aclose()
         server.terminate()
         server.wait(10)
+
+
+async def test_a_vanished_host_is_noticed_by_tcp_keepalive_within_about_a_minute(
+    wire: Wire,
+) -> None:
+    """No read timeout (BLOCKing reads wait by design), so the kernel's probes
+    are what ends a call to a host that went away without closing."""
+    await wire.execute_command("PING")
+    sock = wire._protocol.transport.get_extra_info("socket")  # type: ignore[union-attr]
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    idle, interval, count = (
+        sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name))
+        for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
+    )
+    assert idle + interval * count <= 90

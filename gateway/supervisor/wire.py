@@ -203,7 +203,7 @@ class Wire:
         assert protocol.transport is not None
         sock = protocol.transport.get_extra_info("socket")
         if sock is not None and "path" not in options:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            _keep_alive(sock)
         handshake: list[tuple[Any, ...]] = []
         if options.get("password"):
             user = options.get("username")
@@ -223,6 +223,22 @@ class Wire:
             raise
         protocol.on_push = self._on_push  # the handshake was answered as ordinary replies
         return protocol
+
+
+#: TCP keepalive: idle seconds before the first probe, seconds between probes,
+#: probes. A Redis host that vanished without closing (a partition, a dead
+#: VM) fails the calls in flight after about a minute instead of the
+#: kernel's two hours; nothing is read with a timeout, since BLOCKing reads
+#: wait for seconds by design.
+KEEPALIVE = (30, 10, 3)
+
+
+def _keep_alive(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    options = ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
+    for name, value in zip(options, KEEPALIVE, strict=True):
+        if hasattr(socket, name):  # Linux; macOS names the first one differently
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 def _tls(options: dict[str, Any]) -> ssl.SSLContext:
