@@ -25,8 +25,11 @@ EVENTS = f"{PREFIX}:events"
 #: The terminal events alone, under the same ids as in EVENTS (trimmed to
 #: about ENDED_MAXLEN): a process with waiting callers and no subscriber
 #: blocks on this one, so it wakes once per ended job, not per transition.
+#: A reader needs only the entries after its events position, which it
+#: moves every 10 ms while busy, so a short stream suffices (entries carry
+#: outputs of up to 4 KiB: at most about 4 MiB).
 ENDED = f"{PREFIX}:events:ended"
-ENDED_MAXLEN = 10_000
+ENDED_MAXLEN = 1_000
 
 
 # -- canonical ---------------------------------------------------------------
