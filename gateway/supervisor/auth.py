@@ -26,8 +26,7 @@ from redis.exceptions import WatchError
 
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
-from gateway.supervisor.connection import guarded
-from gateway.supervisor.library import Commands
+from gateway.supervisor.connection import Commands, guarded
 
 Scope = Literal["user", "admin"]
 SCOPES: tuple[Scope, ...] = ("user", "admin")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -22,6 +22,14 @@ from gateway.errors import BackendUnavailable
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+class Commands(Protocol):
+    """A client that runs one raw command: redis-py's ``Redis`` and a ``wire.Wire``
+    both (Function calls and the per-connection checks take either)."""
+
+    async def execute_command(self, *args: Any) -> Any: ...
+
 
 #: Errors that mean "Redis is not reachable right now".
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)

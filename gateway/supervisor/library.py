@@ -11,20 +11,15 @@ import random
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
 from redis.exceptions import ResponseError
 
 from gateway.config import Config
 from gateway.supervisor import keys
+from gateway.supervisor.connection import Commands
 
 LIBRARY_NAME = "hero"
-
-
-class Commands(Protocol):
-    """What a Function call needs of a client: redis-py's ``Redis`` and a ``Wire`` both."""
-
-    async def execute_command(self, *args: Any) -> Any: ...
 
 
 @cache
