@@ -158,7 +158,7 @@ class KeyStore:
 
 
 def _check_ident(what: str, value: str) -> None:
-    if not re.match(keys.IDENT_PATTERN, value):
+    if not re.fullmatch(keys.IDENT_PATTERN, value):
         raise InvalidParams(
             f"{what} must be letters, digits, '_', '.', '-' (at most 128 characters)"
         )

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 PREFIX = "hero"
 
-#: What a job id, script type, group, instance, caller id or worker id may look like.
-IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+#: What a job id, script type, group, instance, caller id or worker id may look
+#: like, matched whole (``re.fullmatch``: Python's ``$`` would let a trailing
+#: newline through).
+IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
