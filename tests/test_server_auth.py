@@ -149,7 +149,9 @@ async def test_store_verifies_only_real_keys(store: KeyStore) -> None:
     assert not await store.exist()
     key = await store.create("svc", "admin", "svc-caller")
     assert await store.exist()
-    assert await store.verify(key) == {"name": "svc", "scope": "admin", "caller_id": "svc-caller"}
+    assert await store.verify(key) == {
+        "name": "svc", "scope": "admin", "caller_id": "svc-caller", "key_id": digest(key)
+    }  # fmt: skip
     for wrong in ("", key[:-1], key + "x", "Bearer " + key, digest(key)):
         assert await store.verify(wrong) is None
 

@@ -185,6 +185,10 @@ def api_key(key_hash: str) -> str:
 #: Set of the hashes of every API key, for ``keys list``.
 API_KEYS = f"{PREFIX}:auth:keys"
 
+#: Pub/sub channel: the hash of each revoked API key is published on it, so
+#: every gateway ends the connections that key opened at once.
+API_KEY_REVOKED = f"{PREFIX}:auth:revoked"
+
 #: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
 STATS_REPORT = f"{PREFIX}:stats:report"
 
