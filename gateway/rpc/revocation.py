@@ -46,6 +46,7 @@ class Revoker:
 
     def start(self) -> None:
         self._watch = asyncio.ensure_future(self._keys.watch_revocations(self._on_revoked))
+        self._watch.add_done_callback(_report_end)
 
     async def stop(self) -> None:
         tasks: list[asyncio.Future[None]] = [*self._tasks, *([self._watch] if self._watch else [])]
@@ -87,3 +88,8 @@ def _key_id(connection: Revocable) -> str | None:
     who = connection.ctx.identity
     return who.key_id if who is not None else None
 
+
+def _report_end(watch: asyncio.Future[None]) -> None:
+    """The watch runs until stopped; if it fails, revoked keys keep their sockets: say so."""
+    if not watch.cancelled() and watch.exception() is not None:
+        log.error("watching API key revocations failed", exc_info=watch.exception())
