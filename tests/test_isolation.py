@@ -199,3 +199,20 @@ async def test_cli_refuses_a_trailing_newline(redis_url: str, store: KeyStore) -
     argv = ["keys", "create", "--name", "alice\n", "--scope", "admin", "--redis-url", redis_url]
     assert await asyncio.to_thread(main, argv) != 0
     assert await store.list_keys() == []
+
+
+async def test_a_producers_batch_is_held_to_the_same_rules(sup: Any, rds: aioredis.Redis) -> None:
+    """``submit_many`` (a producer's batch) runs the same Function: another
+    caller's id is refused per job, without failing the rest of the batch."""
+    await sup.create(job(job_id="bob-job-1", caller_id="bob"))
+    answers = await sup.submit_many(
+        [job(job_id="bob-job-1", caller_id="alice"), job(job_id="a2", caller_id="alice")],
+        start=False,
+    )
+    assert answers == [
+        {"job_id": "bob-job-1", "status": "invalid", "error": "id taken"},
+        {"job_id": "a2", "status": "created", "queue": None},
+    ]
+    again = await sup.submit_many([job(job_id="bob-job-1", caller_id="bob")], start=True)
+    assert again[0]["status"] == "dispatched"  # its owner's run starts the created job
+    assert await rds.hget("hero:job:bob-job-1", "status") == "dispatched"
