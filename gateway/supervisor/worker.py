@@ -353,6 +353,7 @@ class ActorLink:
                     extra={"every_s": FALLBACK_POLL},
                 )
                 self._poll = FALLBACK_POLL
+                self._written.set()  # the watch may wait for a write: poll from now on
             self._work.set()  # whatever was dispatched while we were away
             if not first:
                 self.adopt_due = True  # a handoff may have been published meanwhile
