@@ -172,24 +172,34 @@ async def test_an_outside_job_is_a_job_like_ours(
     assert archived.count("mini") == 4
 
 
+@pytest.mark.parametrize(
+    ("commands", "channels"),
+    [(["+@all", "-client|tracking"], ["*"]), (["+@all"], ["hero:*"])],
+    ids=["no-tracking", "no-invalidate-channel"],
+)
 async def test_without_client_tracking_an_actor_looks_at_its_queues(
-    quick: Config, redis_url: str, rds: aioredis.Redis, echo: Any
+    quick: Config,
+    redis_url: str,
+    rds: aioredis.Redis,
+    echo: Any,
+    commands: list[str],
+    channels: list[str],
 ) -> None:
-    """A Redis ACL user that may not use CLIENT TRACKING (a managed Redis may say so):
-    the actor falls back to looking at its queues and still serves raw pushes."""
+    """A Redis ACL user that may not use CLIENT TRACKING or hear its channel (a
+    managed Redis may say so): the actor falls back to looking at its queues
+    and still serves raw pushes."""
     await rds.acl_setuser(
-        "notracking", enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
-        commands=["+@all", "-client|tracking"], reset=True,
+        "limited", enabled=True, passwords=["+pw"], keys=["*"], channels=channels,
+        commands=commands, reset=True,
     )  # fmt: skip
     try:
-        url = redis_url.replace("redis://", "redis://notracking:pw@")
-        echo(replace(quick, redis_url=url))
+        echo(replace(quick, redis_url=redis_url.replace("redis://", "redis://limited:pw@")))
         await asyncio.sleep(0.3)  # idle
         await push(rds, TYPE_Q, "polled", {"script": "p"})
         final = await ended(rds, "polled", within=2)
         assert (final["status"], final["output"]) == ("finished", "ran p")
     finally:
-        await rds.acl_deluser("notracking")
+        await rds.acl_deluser("limited")
 
 
 @pytest.mark.parametrize(

@@ -157,11 +157,6 @@ class Wire:
         protocol.post([args])
         return asyncio.shield(protocol.lost)  # a cancelled waiter must not end it
 
-    async def ready(self) -> None:
-        """Connected (connecting now if need be)."""
-        if self._protocol is None:
-            await self._connect()
-
     async def aclose(self) -> None:
         """Close the socket: a command in flight (a BLOCKing read too) fails at once."""
         self._closed = True
@@ -238,17 +233,24 @@ class Wire:
 
 async def _track(protocol: _Protocol, prefixes: Sequence[str]) -> bool:
     """Broadcast tracking of the keys under ``prefixes``, redirected to this same
-    connection: once it subscribes to ``INVALIDATE``, Redis names every such
-    key written by anyone (no keyspace notifications, so no server setting).
-    False when Redis refuses it (an ACL without CLIENT, an old server)."""
+    connection, subscribed to ``INVALIDATE``: Redis names every such key
+    written by anyone (no keyspace notifications, so no server setting).
+    False, with tracking off again, when Redis refuses any of it (an ACL
+    without CLIENT TRACKING or that channel, an old server)."""
+    tracking = False
     try:
         (client_id,) = protocol.send([("CLIENT", "ID")])
         command = ["CLIENT", "TRACKING", "ON", "REDIRECT", await client_id, "BCAST"]
         for prefix in prefixes:
             command += ["PREFIX", prefix]
         (reply,) = protocol.send([command])
+        tracking = await reply == "OK"
+        (reply,) = protocol.send([("SUBSCRIBE", INVALIDATE)])
         await reply
     except ResponseError:
+        if tracking:
+            (reply,) = protocol.send([("CLIENT", "TRACKING", "OFF")])
+            await reply
         return False
     return True
 
@@ -304,8 +306,8 @@ class Subscriber:
         on_written: Callable[[list[str] | None], None] | None = None,
     ) -> None:
         """``track``: key prefixes whose writes are reported to ``on_written``
-        (the keys, or None when the whole database was flushed), once the
-        caller subscribes to ``INVALIDATE`` as well; see ``tracking``."""
+        (the keys, or None when the whole database was flushed), on every
+        connection Redis allows it; see ``tracking``."""
         self._wire = Wire(url, name, on_push=self._push, track=track)
         self._on_message = on_message
         self._on_written = on_written
@@ -313,9 +315,6 @@ class Subscriber:
         self._confirmed: asyncio.Future[None] | None = None
 
     async def subscribe(self, channels: Sequence[str]) -> asyncio.Future[None]:
-        await self._wire.ready()
-        if self._wire.tracking:
-            channels = [*channels, INVALIDATE]
         self._unconfirmed = len(channels)
         self._confirmed = asyncio.get_running_loop().create_future()
         lost = await self._wire.post("SUBSCRIBE", *channels)
