@@ -24,10 +24,10 @@ import redis
 import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext
-from gateway.config import Config
+from gateway.config import Config, resolve
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import read_events
-from gateway.supervisor import Supervisor
+from gateway.supervisor import Supervisor, keys, library
 from tests.helpers import eventually, job
 
 pytestmark = pytest.mark.timeout(90)
@@ -172,6 +172,29 @@ async def test_an_outside_job_is_a_job_like_ours(
     assert archived.count("mini") == 4
 
 
+async def test_a_burst_of_raw_pushes_is_served_once_each(rds: aioredis.Redis, echo: Any) -> None:
+    """300 jobs pushed by an outside producer in one pipeline, over all nine
+    queues, to three actors that pop them: none lost, each finished once."""
+    for n in range(3):
+        echo(group="g", instance="i" if n == 0 else f"other{n}", concurrency=4)
+    await asyncio.sleep(0.3)  # idle
+    ids = [f"burst-{n}" for n in range(300)]
+    async with rds.pipeline(transaction=False) as pipe:
+        for n, job_id in enumerate(ids):
+            pipe.hset(f"hero:job:{job_id}", mapping={"script": job_id})
+            pipe.lpush(ALL_QUEUES[n % len(ALL_QUEUES)], job_id)
+        await pipe.execute()
+
+    async def all_finished() -> bool:
+        return await rds.zcard(keys.index_status("finished")) == len(ids)
+
+    await eventually(all_finished, within=30)
+    finished = [e["job_id"] for _, e in await rds.xrange("hero:events") if e["event"] == "finished"]
+    assert sorted(finished) == sorted(ids)
+    outputs = [await rds.hget(f"hero:job:{j}", "output") for j in ids]
+    assert outputs == [f"ran {j}" for j in ids]
+
+
 @pytest.mark.parametrize(
     ("commands", "channels"),
     [(["+@all", "-client|tracking"], ["*"]), (["+@all"], ["hero:*"])],
@@ -220,7 +243,7 @@ async def test_a_malformed_outside_job_ends_in_error_with_its_reason(
     assert (final["status"], final["error"]) == ("error", reason)
     assert (await sup.output("bad", wait=1))["error"] == reason
     assert [j["id"] for j in (await sup.list_jobs(status="error"))["jobs"]] == ["bad"]
-    assert await rds.llen(TYPE_Q) == 0 and await rds.zcard("hero:q:orphans") == 0
+    assert await rds.llen(TYPE_Q) == 0 and await rds.zcard(keys.ORPHANS) == 0
 
 
 async def test_an_id_pushed_before_its_hash_is_served_after_the_grace(
@@ -293,3 +316,24 @@ async def test_our_claim_takes_a_dual_pushed_job_out_of_every_legacy_queue(
         assert [await rds.llen(q) for q in copies] == [0, 0, 0]
     finally:
         await sup.close()
+
+
+def test_legacy_queues_setting_per_type() -> None:
+    env = {
+        "HERO_COMPAT_LEGACY": "1",
+        "HERO_LEGACY_QUEUES": "python=actor_queue,osis=work_queue+actor_queue",
+    }
+    config = resolve(environ=env)
+    assert config.legacy_queues == (
+        ("python", ("actor_queue",)),
+        ("osis", ("work_queue", "actor_queue")),
+    )
+    assert library.compat_spec(config) == "1;python=actor_queue;osis=work_queue+actor_queue"
+    assert library.compat_spec(replace(config, compat_legacy=False)) == "0"
+    for bad, message in [
+        ("python=bogus", "unknown legacy queue 'bogus'"),
+        ("python", "not type=kind"),
+        ("nope=work_queue", "HERO_LEGACY_QUEUES: nope not among the script types"),
+    ]:
+        with pytest.raises(SystemExit, match=message):
+            resolve(environ={"HERO_LEGACY_QUEUES": bad})

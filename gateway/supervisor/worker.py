@@ -14,7 +14,7 @@ key written by anyone, and an actor with room looks (one EXISTS over its
 queues, since most such writes are other actors' pops) and claims. The pop
 itself stays the atomic claim into the held list. Where Redis refuses
 tracking, or ``HERO_QUEUE_POLL`` asks for it, the actor looks every so often
-instead. bench/interop.py measured both (bench/RESULTS-interop.md).
+instead. bench/interop.py measures both (idle cost, pickup latency).
 
 An actor that found nothing while it had room is also on its type's idle
 list, so the next dispatch hands it the job directly: already claimed, the
