@@ -414,14 +414,14 @@ def resolve(
         elif s.name in known:
             values[s.name] = s.default
     config = Config(**values)
-    for env, named in (
+    for variable, named in (
         ("HERO_STREAM_TYPES", config.stream_types),
         ("HERO_LEGACY_QUEUES", [t for t, _ in config.legacy_queues]),
     ):
         unknown = sorted(set(named) - set(config.script_types))
         if unknown:
             raise SystemExit(
-                f"{env}: {', '.join(unknown)} not among the script types "
+                f"{variable}: {', '.join(unknown)} not among the script types "
                 f"({', '.join(config.script_types)})"
             )
     return config
