@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -90,9 +90,8 @@ def quick(config: Config) -> Config:
 
 
 @pytest.fixture
-async def echo(quick: Config) -> AsyncIterator[Callable[..., Actor]]:
-    """Start in-process actors whose python jobs echo their script."""
-    started: list[tuple[Actor, asyncio.Task[None]]] = []
+def echo(quick: Config, actors: Callable[..., Actor]) -> Callable[..., Actor]:
+    """Start in-process actors (stopped at teardown) whose python jobs echo their script."""
 
     def start(config: Config = quick, **kwargs: Any) -> Actor:
         actor = Actor(config, **kwargs)
@@ -101,13 +100,9 @@ async def echo(quick: Config) -> AsyncIterator[Callable[..., Actor]]:
         def run(ctx: JobContext) -> str:
             return f"ran {ctx.job.script}"
 
-        started.append((actor, asyncio.create_task(actor.serve())))
-        return actor
+        return actors(actor)
 
-    yield start
-    for actor, _ in started:
-        actor.stop()
-    await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
+    return start
 
 
 async def test_an_idle_actor_serves_raw_pushes_on_every_queue(
