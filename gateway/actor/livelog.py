@@ -10,7 +10,9 @@ neither logs nor reports progress costs Redis nothing while it runs; one
 that does costs at most one call per tick, each carrying at most
 ``batch_max`` bytes of lines and, over the job's life, at most ``job_max``
 bytes. Lines beyond those caps are still in the file, whose tail the last
-report stores (``close``).
+report stores (``close``). A job that ends before the first look (most
+jobs) sends nothing live: its last report only stores the tail, as before
+live logs existed, so short jobs cost no more than they did.
 
 Watching the file rather than each writer keeps the executors unaware of
 this: they only have to write their log unbuffered.
@@ -69,6 +71,7 @@ class LiveLog:
         self._partial = b""  # the start of a line not ended yet
         self._progress: tuple[float, str] | None = None  # the latest, not yet reported
         self._task: asyncio.Task[None] | None = None
+        self._looked = False  # the job ran past its first interval
 
     def progress(self, fraction: float, message: str) -> None:
         """Note the job's progress; only the latest of a tick is reported."""
@@ -86,11 +89,16 @@ class LiveLog:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self._send(self._take(final=True), tail)
+        if not self._looked:  # ended before the first look: the tail says it all
+            self._progress = None
+            await self._send("", tail)
+        else:
+            await self._send(self._take(final=True), tail)
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
+            self._looked = True
             await self._send(self._take(final=False), "")
 
     async def _send(self, lines: str, tail: str) -> None:

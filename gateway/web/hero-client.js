@@ -282,11 +282,13 @@ export function errorFor(code, message, data = null) {
  * @property {string | null} [output] On a terminal event (finished, error, stopped, timeout,
  *   dlq): the job's output, when it is at most 4 KiB. Absent otherwise.
  * @property {string} [lines] On a `log` event: the log lines the running job wrote since its
- *   previous `log` event, newline-separated, without a final newline. Batched (at most 4 events
- *   a second per job) and capped (8 KiB per event, 256 KiB per job; a skipped part is marked in
- *   the text; `job.logs` keeps the tail). Absent otherwise.
+ *   previous `log` event, newline-separated, without a final newline. Sent while the job runs: a
+ *   job that ends within its first quarter second sends none (`job.logs` has its log). Batched
+ *   (at most 4 events a second per job) and capped (8 KiB per event, 256 KiB per job; a skipped
+ *   part is marked in the text; `job.logs` keeps the tail). Absent otherwise.
  * @property {number} [progress] On a `progress` event: how far the running job is, from 0 to
- *   1, as its handler last reported it. Absent otherwise.
+ *   1, as its handler last reported it (the latest report of each quarter second; none from a
+ *   job that ends within its first). Absent otherwise.
  * @property {string} [message] On a `progress` event: what the job said it is doing (may be
  *   empty). Absent otherwise.
  */
