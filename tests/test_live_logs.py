@@ -146,7 +146,11 @@ async def test_a_failed_jobs_stdout_is_its_output_and_stderr_its_error(
         "error": "boom",
     }
     ended = (await events_until_end(rpc, "bad"))[-1]
-    assert (ended["event"], ended["output"], ended["error"]) == ("error", "partial result\n", "boom")
+    assert (ended["event"], ended["output"], ended["error"]) == (
+        "error",
+        "partial result\n",
+        "boom",
+    )
     assert sorted((await logs(rpc, "bad")).splitlines()) == ["boom", "partial result"]
 
 

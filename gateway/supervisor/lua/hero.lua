@@ -620,7 +620,11 @@ local function hero_log(_, args)
   elseif lines ~= '' and redis.call('APPEND', lk, lines .. '\n') > cap then
     local kept = redis.call('GETRANGE', lk, -cap, -1)
     local nl = string.find(kept, '\n', 1, true)
-    kept = nl and string.sub(kept, nl + 1) or string.gsub(kept, '^[\128-\191]+', '')
+    if nl and nl < #kept then
+      kept = string.sub(kept, nl + 1)
+    else
+      kept = string.gsub(kept, '^[\128-\191]+', '')
+    end
     redis.call('SET', lk, kept, 'KEEPTTL')
   end
   if st[1] ~= 'started' or st[2] ~= actor then return 0 end
