@@ -45,7 +45,7 @@ async def test_js_client_features(
     out, _ = await asyncio.wait_for(proc.communicate(), 90)
     report = out.decode()
     assert proc.returncode == 0, report
-    assert report.count("\nok ") + report.startswith("ok ") == 7, report
+    assert report.count("\nok ") + report.startswith("ok ") == 8, report
 
 
 class NodeClient:

@@ -210,6 +210,30 @@ async def test_subscribe_delivers_a_jobs_events_in_order(
         assert stream.last_id == ids[-1]
 
 
+async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
+    gateway: RunningGateway, python_actor: Actor
+) -> None:
+    script = "import time\nprint('a')\ntime.sleep(0.6)\nprint('b')\ntime.sleep(0.6)\n1/0"
+    async with HeroClient(gateway.ws_url) as hero:
+        job_id = (await hero.job_create({"script": script, "script_type": "python"}))["job_id"]
+        async with hero.subscribe(job_ids=[job_id]) as stream:
+            await hero.job_start(job_id)
+            events = []
+            async for event in stream:
+                events.append(event)
+                if event["event"] == "log" and event.get("lines") == "a":
+                    assert (await hero.job_status(job_id))["status"] == "started"
+                    assert (await hero.job_logs(job_id))["logs"] == "a\n"
+                if event["event"] == "error":
+                    break
+        lines = "\n".join(e["lines"] for e in events if e["event"] == "log").split("\n")
+        assert lines[:2] == ["a", "b"] and lines[-1] == "ZeroDivisionError: division by zero"
+        assert events[-1]["output"] == "a\nb\n"
+        result = await hero.job_output(job_id)
+        assert result["output"] == "a\nb\n"
+        assert (result["error"] or "").endswith("ZeroDivisionError: division by zero")
+
+
 # -- auth ------------------------------------------------------------------------------------
 
 
