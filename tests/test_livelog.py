@@ -12,9 +12,11 @@ import redis.asyncio as aioredis
 
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
+from gateway.rpc.subscriptions import contract_event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
+from tests.server_support import assert_event_shape
 
 Reported = list[tuple[str, tuple[float, str] | None, str]]
 
@@ -129,3 +131,17 @@ async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
         assert await rds.ttl(keys.logs("t1")) > 0  # it expires with the job
     finally:
         await link.close()
+
+
+def test_log_and_progress_entries_fit_the_contracts_event() -> None:
+    common = {"job_id": "j", "status": "started", "script_type": "python", "ts": "1", "error": ""}
+    log = contract_event({"id": "1-0", "event": "log", "lines": "a\nb", **common})
+    assert (log["lines"], "progress" in log) == ("a\nb", False)
+    progress = contract_event(
+        {"id": "1-1", "event": "progress", "progress": "0.25", "message": "m", **common}
+    )
+    assert (progress["progress"], progress["message"], "lines" in progress) == (0.25, "m", False)
+    junk = contract_event({"id": "1-2", "event": "progress", "progress": "nan", **common})
+    assert (junk["progress"], junk["message"]) == (0.0, "")
+    for event in (log, progress, junk):
+        assert_event_shape(event)

@@ -21,7 +21,6 @@ this: they only have to write their log unbuffered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -70,8 +69,10 @@ class LiveLog:
         self._offset = _size(path)
         self._partial = b""  # the start of a line not ended yet
         self._progress: tuple[float, str] | None = None  # the latest, not yet reported
-        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # the next look
+        self._sending: asyncio.Task[None] | None = None  # a report under way
         self._looked = False  # the job ran past its first interval
+        self._closed = False
 
     def progress(self, fraction: float, message: str) -> None:
         """Note the job's progress; only the latest of a tick is reported."""
@@ -80,26 +81,35 @@ class LiveLog:
         self._progress = (float(fraction), str(message)[:MESSAGE_MAX])
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"live-log-{self._path.stem}")
+        """Look every interval (a timer, not a task: most jobs end before the first)."""
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._look)
 
     async def close(self, tail: str) -> None:
-        """Stop looking; report the last lines (an unfinished last line too),
-        the last progress and the log's ``tail`` in one call."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Stop looking; after the report under way, report the last lines (an
+        unfinished last line too), the last progress and the log's ``tail``."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._sending is not None:
+            await asyncio.shield(self._sending)  # reports stay in order
         if not self._looked:  # ended before the first look: the tail says it all
             self._progress = None
             await self._send("", tail)
         else:
             await self._send(self._take(final=True), tail)
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            self._looked = True
-            await self._send(self._take(final=False), "")
+    def _look(self) -> None:
+        self._looked = True
+        lines = self._take(final=False)
+        if lines or self._progress:
+            self._sending = asyncio.create_task(self._send(lines, ""))
+            self._sending.add_done_callback(self._next)
+        else:
+            self._next()
+
+    def _next(self, _: object = None) -> None:
+        if not self._closed:
+            self.start()
 
     async def _send(self, lines: str, tail: str) -> None:
         progress, self._progress = self._progress, None
@@ -123,9 +133,12 @@ class LiveLog:
         # what is pending (the unfinished line, then the new bytes) is cut to its last batch_max
         skipped = max(0, len(self._partial) + new - self._batch_max)
         from_file = max(0, skipped - len(self._partial))
-        with self._path.open("rb") as f:
-            f.seek(self._offset + from_file)
-            read = f.read(size - self._offset - from_file)
+        try:
+            with self._path.open("rb") as f:
+                f.seek(self._offset + from_file)
+                read = f.read(size - self._offset - from_file)
+        except OSError:  # gone meanwhile: the next look starts over
+            return ""
         self._offset += from_file + len(read)
         data = self._partial[skipped:] + read
         self._partial = b""
