@@ -12,11 +12,13 @@ import redis.asyncio as aioredis
 
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
+from gateway.metrics import Metrics
 from gateway.rpc.subscriptions import contract_event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
 from tests.server_support import assert_event_shape
+from tests.test_metrics import samples
 
 Reported = list[tuple[str, tuple[float, str] | None, str]]
 
@@ -145,3 +147,18 @@ def test_log_and_progress_entries_fit_the_contracts_event() -> None:
     assert (junk["progress"], junk["message"]) == (0.0, "")
     for event in (log, progress, junk):
         assert_event_shape(event)
+
+
+async def test_log_and_progress_events_are_no_transitions_in_the_metrics(sup: Supervisor) -> None:
+    metrics = Metrics(sup)
+    base = {"job_id": "j", "status": "started", "script_type": "python"}
+    metrics.on_events(
+        [
+            {"id": "1-0", "event": "started", **base},
+            {"id": "1-1", "event": "log", "lines": "x", **base},
+            {"id": "1-2", "event": "progress", "progress": "0.5", **base},
+        ]
+    )
+    found = samples(await metrics.render())
+    started = ("hero_job_transitions_total", (("script_type", "python"), ("status", "started")))
+    assert found[started] == 1

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from gateway.pipeline.events import ATTEMPT_END_EVENTS, REPORT_EVENTS, STRING_FIELDS
+from gateway.pipeline.events import ATTEMPT_END_EVENTS, STRING_FIELDS
 from gateway.pipeline.model import (
     COUNTED,
     LEVELS,
@@ -45,6 +45,7 @@ from gateway.pipeline.model import (
     PipelineResult,
     Progress,
 )
+from gateway.supervisor.job import REPORT_EVENTS
 
 EVENT_SCHEMA = T.StructType(
     [
@@ -98,7 +99,7 @@ def prepare(raw: DataFrame) -> DataFrame:
         raw.where(
             F.col("event_id").isNotNull()
             & (F.coalesce("job_id", F.lit("")) != "")
-            & ~F.coalesce("event", F.lit("")).isin(*REPORT_EVENTS)
+            & ~F.coalesce("event", F.lit("")).isin(*sorted(REPORT_EVENTS))
         )
         .select(
             "event_id",

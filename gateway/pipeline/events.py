@@ -20,9 +20,6 @@ from gateway.supervisor.job import STATUSES
 
 #: Every event name the supervisor writes (event == the job's new status).
 EVENT_NAMES = STATUSES
-#: Events a running job reports (new log lines, progress; see gateway/actor/livelog.py):
-#: archived like any entry, but no transition, so the analytics leave them out.
-REPORT_EVENTS = ("log", "progress")
 #: Events that end one attempt (the actor is free again).
 ATTEMPT_END_EVENTS = ("finished", "error", "timeout", "stopped")
 
