@@ -47,7 +47,7 @@ async def services(config: Config) -> AsyncIterator[Services]:
     """The supervisor and the key store, for the app's lifespan."""
     sup = await Supervisor.connect(config)
     try:
-        store = KeyStore(sup.redis, checks=sup.wire)
+        store = KeyStore(sup.redis, checks=sup.wire, url=config.redis)
         yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
     finally:
         await sup.close()

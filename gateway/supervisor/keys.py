@@ -14,8 +14,10 @@ from __future__ import annotations
 
 PREFIX = "hero"
 
-#: What a job id, script type, group, instance, caller id or worker id may look like.
-IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+#: What a job id, script type, group, instance, caller id or worker id may look
+#: like, matched whole (``re.fullmatch``: Python's ``$`` would let a trailing
+#: newline through).
+IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
@@ -182,6 +184,10 @@ def api_key(key_hash: str) -> str:
 
 #: Set of the hashes of every API key, for ``keys list``.
 API_KEYS = f"{PREFIX}:auth:keys"
+
+#: Pub/sub channel: the hash of each revoked API key is published on it, so
+#: every gateway ends the connections that key opened at once.
+API_KEY_REVOKED = f"{PREFIX}:auth:revoked"
 
 #: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
 STATS_REPORT = f"{PREFIX}:stats:report"

@@ -354,19 +354,31 @@ local function start(ctx, id, known)
 end
 
 -- Create one job (and start it when asked). `fields`: flat field, value list.
+-- A job submitted with a caller_id sees only that caller's jobs: an id held
+-- by anyone else is 'taken' (existence is all it learns), a prerequisite of
+-- anyone else's is as unknown as a missing one. Without a caller_id (an
+-- admin, an outside producer) every job is visible. Starting an existing
+-- created job happens here too, so no race lets a caller start another's.
 local function submit(ctx, id, start_now, prereq_json, fields)
   local jk = JOB .. id
-  local existing = redis.call('HMGET', jk, 'status', 'queue')
-  if existing[1] then return {'exists', existing[1], existing[2] or ''} end
+  local given = {}
+  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
+  local owner = given.caller_id or ''
+  local existing = redis.call('HMGET', jk, 'status', 'queue', 'caller_id')
+  if existing[1] then
+    if owner ~= '' and existing[3] ~= owner then return {'taken'} end
+    if start_now and existing[1] == 'created' then return start(ctx, id) end
+    return {'exists', existing[1], existing[2] or ''}
+  end
   local prereqs = decode_list(prereq_json)
   for _, p in ipairs(prereqs) do
-    if p == id then return {'bad_prerequisite', p} end
-    if redis.call('EXISTS', JOB .. p) == 0 then return {'bad_prerequisite', p} end
+    if p == id or redis.call('EXISTS', JOB .. p) == 0
+        or (owner ~= '' and redis.call('HGET', JOB .. p, 'caller_id') ~= owner) then
+      return {'bad_prerequisite', p}
+    end
   end
   redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
     'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
-  local given = {}
-  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
   f[6] = '0'
