@@ -104,7 +104,7 @@ def test_progress_must_be_a_fraction(tmp_path: Path) -> None:
 async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
     sup: Supervisor, config: Config, rds: aioredis.Redis
 ) -> None:
-    await sup.create(job(job_id="t1"))
+    await sup.create(job(job_id="t1", caller_id="c1"))
     await sup.start("t1")
     link = ActorLink(config, "python", "g", "i")
     await link.open()
@@ -123,6 +123,8 @@ async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
         ]
         assert entries[-2]["progress"] == "0.5" and entries[-2]["message"] == "half"
         assert entries[-2]["actor"] == link.name and entries[-1]["lines"] == "é" * 30
+        # what user-scope subscriptions filter on: only c1 sees c1's job's lines
+        assert {f["caller_id"] for f in entries[-3:]} == {"c1"}
 
         await sup.stop("t1")
         before = await rds.xlen(keys.EVENTS)
