@@ -202,6 +202,12 @@ EXPIRING = f"{PREFIX}:idx:expiring"
 LEADER = f"{PREFIX}:meta:leader"
 
 
+#: Ids popped from a work queue whose job hash (or its script) was not there
+#: yet: JSON {id, queue} scored by the time (ms) their grace ends (an outside
+#: producer may LPUSH before it HSETs).
+ORPHANS = f"{PREFIX}:q:orphans"
+
+
 def dlq(script_type: str) -> str:
     """Dead-letter list per type: JSON entries with reason, last error and time."""
     return f"{PREFIX}:q:dlq:type:{script_type}"
