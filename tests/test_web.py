@@ -128,7 +128,8 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
     await page.click("#run")
     await page.wait_for_selector("#jobs tbody tr[data-status=finished]", timeout=20_000)
     await page.wait_for_function(
-        "document.getElementById('output').textContent.includes('hello from the browser 42')",
+        "document.getElementById('detail-output').textContent"
+        ".includes('hello from the browser 42')",
         timeout=10_000,
     )
     events = await page.inner_text("#events")
@@ -151,7 +152,7 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
         f'#jobs tbody tr[data-job-id="{long_job}"] button.stop', state="detached"
     )
     await page.wait_for_function(
-        "document.getElementById('output-status').textContent.includes('stopped')",
+        "document.getElementById('detail-status').textContent.includes('stopped')",
         timeout=10_000,
     )
 
