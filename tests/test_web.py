@@ -10,6 +10,8 @@ leaves a screenshot in test-artifacts/ for a person to look at.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import urllib.request
 from collections.abc import AsyncIterator
@@ -20,9 +22,11 @@ import pytest
 
 from gateway.actor import Actor
 from gateway.codegen import js_client
-from gateway.supervisor import Supervisor
+from gateway.config import Config
+from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
 from gateway.web import FILES
+from tests.helpers import job
 from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
 
 __all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
@@ -190,3 +194,176 @@ async def test_browser_asks_for_a_key_and_uses_it(
     assert errors == [], errors
     if os.environ.get("HERO_WEB_SHOTS"):
         await page.screenshot(path=str(ARTIFACTS / "web-page-auth.png"), full_page=True)
+
+
+# -- the console: detail, filters, live chart, DLQ, a user's own jobs -----------------------
+
+
+@pytest.fixture
+def config(config: Config) -> Config:
+    """Fast retries, so a failing job reaches the dead-letter queue in a moment."""
+    return dataclasses.replace(config, retry_base=0.05, retry_max=0.1)
+
+
+async def rows(page: Any) -> list[str]:
+    """The job ids the jobs table shows."""
+    ids: list[str] = await page.eval_on_selector_all(
+        "#jobs tbody tr", "rows => rows.map(r => r.dataset.jobId)"
+    )
+    return ids
+
+
+async def wait_rows(page: Any, expected: set[str]) -> None:
+    await page.wait_for_function(
+        "ids => { const shown = [...document.querySelectorAll('#jobs tbody tr')]"
+        ".map(r => r.dataset.jobId).sort(); return JSON.stringify(shown) === JSON.stringify(ids) }",
+        arg=sorted(expected),
+        timeout=10_000,
+    )
+
+
+def depth_per_type(queues: list[dict[str, Any]]) -> dict[str, int]:
+    """What the live chart plots for one queue.stats answer."""
+    out: dict[str, int] = {}
+    for q in queues:
+        out[q["script_type"]] = out.get(q["script_type"], 0) + q["depth"]
+    return out
+
+
+async def latest(page: Any) -> dict[str, Any]:
+    raw = await page.get_attribute("#live-chart", "data-latest")
+    return json.loads(raw) if raw else {}
+
+
+async def test_console_detail_filters_and_live_chart(
+    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any
+) -> None:
+    ok = await sup.run(job("print('fine')"), wait=30)
+    failed = await sup.run(
+        job(
+            "print('before failing', flush=True)\nraise SystemExit('boom')",
+            env_vars={"SECRET_TOKEN": "hunter2"},
+        ),
+        wait=30,
+    )
+    alices = await sup.run(job("print('mine')", caller_id="alice"), wait=30)
+    assert (ok["status"], failed["status"], alices["status"]) == ("finished", "error", "finished")
+    everyone = {ok["job_id"], failed["job_id"], alices["job_id"]}
+
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    await wait_rows(page, everyone)
+    # the Events panel is filled from the stream on load, not empty
+    assert await page.locator(f'#events li[data-job-id="{failed["job_id"]}"]').count() >= 4
+
+    # the detail view of the failed job: script, env var names only, output, error, timeline
+    await page.click(f'#jobs tbody tr[data-job-id="{failed["job_id"]}"]')
+    await page.wait_for_selector("#detail-section[data-status=error]", timeout=10_000)
+    await page.wait_for_selector("#detail-timeline li[data-event=error]", timeout=10_000)
+    assert await page.inner_text("#detail-id") == failed["job_id"]
+    assert "raise SystemExit('boom')" in await page.inner_text("#detail-script")
+    assert await page.inner_text("#detail-env") == "SECRET_TOKEN"
+    assert "hunter2" not in await page.inner_text("body")
+    assert "boom" in await page.inner_text("#detail-error")
+    assert failed["output"] is None or failed["output"] in await page.inner_text("#detail-output")
+    timeline = await page.eval_on_selector_all(
+        "#detail-timeline li", "items => items.map(i => i.dataset.event)"
+    )
+    assert timeline == ["created", "dispatched", "started", "error"]
+
+    # filters: status, type, caller (the server filters the list, the page the live rows)
+    await page.select_option("#f-status", "error")
+    await wait_rows(page, {failed["job_id"]})
+    await page.click("#f-clear")
+    await wait_rows(page, everyone)
+    await page.fill("#f-type", "osis")
+    await page.click("#filters button[type=submit]")
+    await wait_rows(page, set())
+    await page.fill("#f-type", "python")
+    await page.fill("#f-caller", "alice")
+    await page.click("#filters button[type=submit]")
+    await wait_rows(page, {alices["job_id"]})
+    await page.click("#f-clear")
+
+    # the live chart: depth goes 0 -> 3 while three long jobs wait or run, and its
+    # newest point is what queue.stats says at that moment
+    before = await latest(page)
+    assert before["depth"].get("python", 0) == 0
+    long_jobs = [
+        (await sup.start((await sup.create(job("import time; time.sleep(60)")))["job_id"]))[
+            "job_id"
+        ]
+        for _ in range(3)
+    ]
+    await page.wait_for_function(
+        "() => { const l = document.getElementById('live-chart').dataset.latest;"
+        " return l && JSON.parse(l).depth.python === 3 }",
+        timeout=15_000,
+    )
+    now = depth_per_type(await sup.queue_stats())
+    shown = await latest(page)
+    assert shown["depth"] == now and shown["points"] > before["points"]
+    plotted = await page.evaluate(
+        "() => Object.fromEntries(document.getElementById('live-chart').data"
+        ".filter(t => t.name.endsWith(' depth')).map(t => [t.name.split(' ')[0], t.y]))"
+    )
+    assert plotted["python"][-1] == 3 and 0 in plotted["python"]
+    # stopping them: depth falls back to 0 and the ended jobs show as throughput
+    for job_id in long_jobs:
+        await sup.stop(job_id)
+    await page.wait_for_function(
+        "() => { const l = JSON.parse(document.getElementById('live-chart').dataset.latest);"
+        " return l.depth.python === 0 }",
+        timeout=15_000,
+    )
+    ended = await page.evaluate(
+        "() => document.getElementById('live-chart').data.find(t => t.name === 'ended /s').y"
+    )
+    assert max(ended) > 0
+    assert errors == [], errors
+
+
+async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
+    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
+) -> None:
+    store = KeyStore(sup.redis)
+    admin_key = await store.create("ops", "admin")
+    alice_key = await store.create("alice", "user", "alice")
+    dead = await sup.run(job("raise SystemExit('always')", retries=1), wait=30)
+    assert dead["status"] == "dlq"
+    bobs = await sup.run(job("print('bob')", caller_id="bob"), wait=30)
+    alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
+
+    # an admin: the DLQ lists the job; Replay dispatches it again
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.evaluate("key => sessionStorage.setItem('hero-gateway-key', key)", admin_key)
+    await page.reload()
+    await page.wait_for_function(
+        "document.getElementById('who').textContent.includes('ops (admin)')", timeout=10_000
+    )
+    entry = f'#dlq tbody tr[data-job-id="{dead["job_id"]}"]'
+    await page.wait_for_selector(entry, timeout=10_000)
+    await wait_rows(page, {dead["job_id"], bobs["job_id"], alices["job_id"]})
+    await page.click(f"{entry} button.replay")
+    await page.wait_for_function(
+        "id => document.getElementById('admin-result').textContent === `replayed 1: ${id}`",
+        arg=dead["job_id"],
+        timeout=10_000,
+    )
+    events = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == dead["job_id"]]
+    assert "dispatched" in events[events.index("dlq") :]
+
+    # a user key: only its own jobs, no admin panel, the caller filter pinned to itself
+    await page.fill("#key", alice_key)
+    await page.click("#auth button[type=submit]")
+    await page.wait_for_function(
+        "document.getElementById('who').textContent.includes('alice (user)')", timeout=10_000
+    )
+    await wait_rows(page, {alices["job_id"]})
+    assert await page.is_hidden("#admin-section")
+    assert await page.is_disabled("#f-caller")
+    assert await page.input_value("#f-caller") == "alice"
+    await page.wait_for_selector("#events li", timeout=10_000)
+    shown = await page.eval_on_selector_all("#events li", "li => li.map(i => i.dataset.jobId)")
+    assert set(shown) == {alices["job_id"]}
+    assert errors == [], errors

@@ -64,6 +64,11 @@ async function start() {
     await detail.close();
     await old.close();
   }
+  // another key may see other jobs: nothing of the previous identity stays on screen
+  jobs.clear();
+  drawJobs();
+  $("events").replaceChildren();
+  $("detail-section").hidden = true;
   const key = sessionStorage.getItem(KEY_STORAGE) || undefined;
   $("key").value = key || "";
   const client = new HeroClient(wsUrl(), { key, onStatus: (s, d) => onStatus(client, s, d) });
