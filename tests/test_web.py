@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gzip
 import json
 import os
+import re
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,9 +25,10 @@ import pytest
 from gateway.actor import Actor
 from gateway.codegen import js_client
 from gateway.config import Config
+from gateway.pipeline.charts import plotly_js
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
-from gateway.web import FILES
+from gateway.web import FILES, PLOTLY_URL
 from tests.helpers import job
 from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
 
@@ -45,13 +48,20 @@ CHROMIUM_ARGS = [
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-async def fetch(url: str) -> tuple[int, dict[str, str], bytes]:
+async def fetch(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (names in lower case) and body of a GET."""
+
     def get() -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url, headers=headers or {})
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                return response.status, dict(response.headers), response.read()
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.status, response.headers, response.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, dict(exc.headers), exc.read()
+            answer = exc.code, exc.headers, exc.read()
+        status, found, body = answer
+        return status, {name.lower(): value for name, value in found.items()}, body
 
     return await asyncio.to_thread(get)
 
@@ -70,6 +80,24 @@ async def test_page_files_are_served(gateway: RunningGateway) -> None:
         assert headers["content-type"] == media_type
         assert headers["cache-control"] == "no-cache"
         assert body == (ROOT / "gateway" / "web" / name).read_bytes()
+
+
+async def test_the_chart_library_is_served_from_the_package(gateway: RunningGateway) -> None:
+    """plotly.min.js from the plotly package: gzipped, revalidated by ETag, no CDN."""
+    page = (ROOT / "gateway" / "web" / "index.html").read_text()
+    assert f'<script src="{PLOTLY_URL}"></script>' in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+
+    url = gateway.http_url + PLOTLY_URL
+    status, headers, body = await fetch(url, {"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == plotly_js().read_bytes()
+    assert len(body) < len(plotly_js().read_bytes()) / 2
+    status, _, body = await fetch(url, {"If-None-Match": headers["etag"]})
+    assert status == 304 and body == b""
+    status, headers, body = await fetch(url)
+    assert status == 200 and "content-encoding" not in headers
+    assert body == plotly_js().read_bytes()
 
 
 async def test_page_serves_the_generated_client_and_nothing_else(gateway: RunningGateway) -> None:

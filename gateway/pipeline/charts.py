@@ -30,6 +30,8 @@ CHARTS_FILE = "charts.html"
 PLOTLY_FILE = "plotly.min.js"
 #: Percentiles drawn for wait and run time, with their line style.
 PERCENTILES = (("p50", "dot"), ("p95", "solid"), ("p99", "dash"))
+#: One colour per series (type/group); the line style tells the measure apart.
+PALETTE = ("#2357c6", "#d9730d", "#1f7a3f", "#b42318", "#7a4cc2", "#0f8b8d", "#9a6700")
 
 
 def plotly_js() -> Path:
@@ -55,46 +57,46 @@ def _by_series(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def _layout(title: str, y_title: str, **extra: Any) -> dict[str, Any]:
     return {
         "title": {"text": title},
+        "xaxis": {"automargin": True},
         "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        "legend": {"orientation": "h"},
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 40},
-        "height": 340,
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.25},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 30},
+        "height": 360,
         **extra,
     }
 
 
-def _durations(report: dict[str, Any], name: str, title: str) -> Figure:
+def _lines(
+    report: dict[str, Any], styles: tuple[tuple[str, str], ...], value: Any
+) -> list[dict[str, Any]]:
+    """One line per (series, style): ``value(bucket, key)`` over the buckets."""
     data = []
-    for series, rows in _by_series(report).items():
-        for key, dash in PERCENTILES:
+    for n, (series, rows) in enumerate(_by_series(report).items()):
+        for key, dash in styles:
             data.append(
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
                     "name": f"{series} {key}",
                     "x": [b["bucket_start"] for b in rows],
-                    "y": [b[name][key] for b in rows],
-                    "line": {"dash": dash},
+                    "y": [value(b, key) for b in rows],
+                    "line": {"dash": dash, "color": PALETTE[n % len(PALETTE)]},
+                    "marker": {"size": 4},
                 }
             )
+    return data
+
+
+def _durations(report: dict[str, Any], name: str, title: str) -> Figure:
+    data = _lines(report, PERCENTILES, lambda b, key: b[name][key])
     return {"data": data, "layout": _layout(title, "seconds")}
 
 
 def _throughput(report: dict[str, Any]) -> Figure:
     seconds = report["params"]["bucket_seconds"]
-    data = []
-    for series, rows in _by_series(report).items():
-        for column, label, dash in (("arrivals", "arrivals", "dot"), ("completions", "done", "")):
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": f"{series} {label}",
-                    "x": [b["bucket_start"] for b in rows],
-                    "y": [b[column] / seconds for b in rows],
-                    "line": {"dash": dash or "solid"},
-                }
-            )
+    styles = (("arrivals", "dot"), ("done", "solid"))
+    columns = {"arrivals": "arrivals", "done": "completions"}
+    data = _lines(report, styles, lambda b, key: b[columns[key]] / seconds)
     return {"data": data, "layout": _layout("Throughput", "jobs per second")}
 
 

@@ -60,6 +60,7 @@ export class LiveChart {
       margin: { l: 50, r: 50, t: 10, b: 30 },
       height: 240,
       legend: { orientation: "h" },
+      xaxis: { tickformat: "%H:%M:%S" },
       yaxis: { title: { text: "jobs queued or running" }, rangemode: "tozero" },
       yaxis2: { title: { text: "ended / s" }, overlaying: "y", side: "right", rangemode: "tozero" },
     };
