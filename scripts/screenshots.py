@@ -184,6 +184,7 @@ async def shoot(rpc: Rpc, failed: str, report_dir: Path, dest: Path) -> list[str
                 " return l && JSON.parse(l).points >= 14 }",
                 timeout=60_000,
             )
+            await page.mouse.move(0, 0)  # no row lit up by a hover
             # the top of the console (the report's charts are the other picture)
             await page.screenshot(path=str(dest / "console.png"), full_page=True, clip={
                 "x": 0, "y": 0, "width": WIDTH, "height": CONSOLE_HEIGHT})  # fmt: skip
