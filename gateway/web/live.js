@@ -8,18 +8,22 @@
 import { $, TERMINAL } from "/web/dom.js";
 
 const MAX_POINTS = 150;
+/** Events older than this (by their own ts) are replayed history, not throughput.
+ * Generous, so a browser whose clock is off by less than this still counts. */
+const REPLAYED_MS = 60_000;
 
 export class LiveChart {
   constructor(node) {
     this.node = node;
     this.points = []; // {ts, depth: {type: n}, throughput}
-    this.ended = []; // ts (ms) of terminal events not counted yet
+    this.ended = 0; // terminal events since the last point
     this.lastTs = Date.now();
   }
 
-  /** A job.event from the page's subscription (replayed ones are older: not counted). */
+  /** A job.event from the page's subscription, counted when it arrives (browser
+   * time: the gateway's clock may differ); replayed history is not throughput. */
   onEvent(event) {
-    if (TERMINAL.has(event.event) && event.ts > this.lastTs) this.ended.push(event.ts);
+    if (TERMINAL.has(event.event) && event.ts > Date.now() - REPLAYED_MS) this.ended += 1;
   }
 
   /** One poll's queue.stats answer: a new point, drawn. */
@@ -27,9 +31,8 @@ export class LiveChart {
     const depth = {};
     for (const q of queues) depth[q.script_type] = (depth[q.script_type] || 0) + q.depth;
     const seconds = Math.max((now - this.lastTs) / 1000, 0.001);
-    const ended = this.ended.filter((ts) => ts <= now);
-    this.ended = this.ended.filter((ts) => ts > now);
-    const point = { ts: now, depth, throughput: ended.length / seconds };
+    const point = { ts: now, depth, throughput: this.ended / seconds };
+    this.ended = 0;
     this.lastTs = now;
     this.points.push(point);
     if (this.points.length > MAX_POINTS) this.points.shift();
