@@ -352,6 +352,42 @@ async def test_console_detail_filters_and_live_chart(
     assert errors == [], errors
 
 
+LOG_AND_PROGRESS = """async () => {
+  const { JobDetail } = await import("/web/detail.js");
+  const detail = new JobDetail();
+  detail.jobId = "j1";
+  detail.loaded = "tick\\n";  // what job.logs returned
+  document.getElementById("detail-log").textContent = detail.loaded;
+  const log = (lines) => detail.onEvent(null, { job_id: "j1", event: "log", lines });
+  log("tick\\n");  // replayed: job.logs had it
+  log("tick\\n");  // printed again, live
+  log("done\\n");
+  detail.onEvent(null, { job_id: "other", event: "log", lines: "not this job\\n" });
+  detail.onEvent(null, { job_id: "j1", event: "progress", progress: 0.4, message: "step 2 of 5" });
+  const bar = document.getElementById("detail-progress");
+  return {
+    log: document.getElementById("detail-log").textContent,
+    progress: bar.hidden ? null : bar.value,
+    message: document.getElementById("detail-progress-message").textContent,
+  };
+}"""
+
+
+async def test_detail_view_appends_log_events_and_shows_progress(
+    gateway: RunningGateway, browser: Any
+) -> None:
+    """The detail view's handling of ``log`` (``lines``) and ``progress`` events,
+    driven through its own module in the page (the events themselves come from
+    the actor side)."""
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    shown = await page.evaluate(LOG_AND_PROGRESS)
+    assert shown["log"] == "tick\ntick\ndone\n"
+    assert shown["progress"] == pytest.approx(0.4)
+    assert shown["message"] == "step 2 of 5"
+    assert errors == [], errors
+
+
 async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
 ) -> None:

@@ -29,7 +29,8 @@ export class JobDetail {
   constructor() {
     this.jobId = null;
     this.stream = null;
-    this.logsFrom = 0; // events older than the job.logs answer are already in it
+    this.loaded = ""; // the job.logs answer, which replayed log events repeat
+    this.cursor = 0; // how far into `loaded` the log events have been matched
   }
 
   /** Show `jobId` (from a fresh `hero` connection). */
@@ -51,10 +52,13 @@ export class JobDetail {
     if (this.jobId !== jobId) return;
     this.draw(job);
     const created = Date.parse(job.created_at || "") || Date.now();
+    this.loaded = "";
+    this.cursor = 0;
     try {
-      this.logsFrom = Date.now();
       const logs = await hero.jobLogs({ job_id: jobId });
-      if (this.jobId === jobId) $("detail-log").textContent = logs.logs || "";
+      if (this.jobId !== jobId) return;
+      this.loaded = logs.logs || "";
+      $("detail-log").textContent = this.loaded;
     } catch (err) {
       $("detail-log").textContent = `(no logs: ${explain(err)})`;
     }
@@ -104,15 +108,27 @@ export class JobDetail {
     $("detail-progress-message").textContent = message || "";
   }
 
+  /** Lines of a `log` event, unless job.logs already had them: the replay from
+   * the job's creation repeats what job.logs returned, in the same order, so each
+   * event is matched against the loaded text from where the previous one ended
+   * (no clock involved; a line printed twice is matched twice). */
+  appendLog(text) {
+    const found = this.loaded.indexOf(text, this.cursor);
+    if (found >= 0) {
+      this.cursor = found + text.length;
+      return;
+    }
+    this.cursor = this.loaded.length; // past what was loaded: everything is new now
+    const pane = $("detail-log");
+    const joined = pane.textContent && !pane.textContent.endsWith("\n") ? "\n" + text : text;
+    pane.textContent += joined;
+    pane.scrollTop = pane.scrollHeight;
+  }
+
   onEvent(hero, event) {
     if (event.job_id !== this.jobId) return;
     if (event.event === "log") {
-      if (event.ts >= this.logsFrom && event.lines) {
-        const pane = $("detail-log");
-        const text = String(event.lines);
-        pane.textContent += pane.textContent && !pane.textContent.endsWith("\n") ? "\n" + text : text;
-        pane.scrollTop = pane.scrollHeight;
-      }
+      if (event.lines) this.appendLog(String(event.lines));
       return;
     }
     if (event.event === "progress") {
