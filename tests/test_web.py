@@ -417,8 +417,22 @@ async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     )
     events = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == dead["job_id"]]
     assert "dispatched" in events[events.index("dlq") :]
+    # Purge, after the confirm dialog: the finished jobs are gone
+    page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.select_option("#purge-status", "finished")
+    await page.fill("#purge-older", "0")
+    await page.click("#purge button[type=submit]")
+    await page.wait_for_function(
+        "document.getElementById('admin-result').textContent.startsWith('purged')",
+        timeout=10_000,
+    )
+    assert await page.inner_text("#admin-result") == "purged 2 finished job(s)"
+    assert (await sup.list_jobs(status="finished"))["jobs"] == []
 
     # a user key: only its own jobs, no admin panel, the caller filter pinned to itself
+    await sup.run(job("print('bob')", caller_id="bob"), wait=30)
+    purged_alices = alices["job_id"]
+    alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
     await page.fill("#key", alice_key)
     await page.click("#auth button[type=submit]")
     await page.wait_for_function(
@@ -430,5 +444,5 @@ async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     assert await page.input_value("#f-caller") == "alice"
     await page.wait_for_selector("#events li", timeout=10_000)
     shown = await page.eval_on_selector_all("#events li", "li => li.map(i => i.dataset.jobId)")
-    assert set(shown) == {alices["job_id"]}
+    assert set(shown) == {alices["job_id"], purged_alices}  # her events, purged job or not
     assert errors == [], errors

@@ -37,6 +37,9 @@ let identity = null;
 let stream = null;
 let pollTimer = null;
 let lastReport = 0;
+/** The newest update job.list showed (server time): replayed events of jobs it did
+ * not list and older than this are history (e.g. purged jobs), not table rows. */
+let listedUpTo = 0;
 /** job_id → {job_id, script_type, status, caller_id, actor, attempt, updated, first} */
 const jobs = new Map();
 const detail = new JobDetail();
@@ -146,8 +149,10 @@ async function loadJobs(client) {
   try {
     const page = await client.jobList(params);
     jobs.clear();
+    listedUpTo = 0;
     for (const job of page.jobs.slice().reverse()) {
       const when = Date.parse(job.updated_at || job.created_at || "") || Date.now();
+      listedUpTo = Math.max(listedUpTo, when);
       upsert({
         job_id: job.id,
         script_type: job.script_type,
@@ -180,16 +185,18 @@ function upsert(fields, draw = true) {
 function onEvent(event) {
   live.onEvent(event);
   if (PROGRESS_EVENTS.has(event.event)) return; // the detail view shows those
-  upsert({
-    job_id: event.job_id,
-    script_type: event.script_type,
-    status: event.status,
-    caller_id: event.caller_id ?? null,
-    actor: event.actor,
-    attempt: event.attempt,
-    updated: event.ts,
-    first: event.ts,
-  });
+  if (jobs.has(event.job_id) || event.ts >= listedUpTo) {
+    upsert({
+      job_id: event.job_id,
+      script_type: event.script_type,
+      status: event.status,
+      caller_id: event.caller_id ?? null,
+      actor: event.actor,
+      attempt: event.attempt,
+      updated: event.ts,
+      first: event.ts,
+    });
+  }
   const list = $("events");
   list.prepend(
     el("li", { "data-job-id": event.job_id }, [

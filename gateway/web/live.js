@@ -31,7 +31,10 @@ export class LiveChart {
     const depth = {};
     for (const q of queues) depth[q.script_type] = (depth[q.script_type] || 0) + q.depth;
     const seconds = Math.max((now - this.lastTs) / 1000, 0.001);
-    const point = { ts: now, depth, throughput: this.ended / seconds };
+    // The first point has no interval of its own: what arrived before it is
+    // mostly the subscription's replay of recent history, not throughput.
+    const throughput = this.points.length ? this.ended / seconds : null;
+    const point = { ts: now, depth, throughput };
     this.ended = 0;
     this.lastTs = now;
     this.points.push(point);
