@@ -1,10 +1,12 @@
-"""The page at ``/``, served by a real gateway and used in a real browser.
+"""The console at ``/``, served by a real gateway and used in a real browser.
 
 Headless Chromium is Debian's package (``make system-deps`` installs it when
 missing) driven by Playwright for Python; Playwright's own browser downloads
-are never used. The browser test runs against a real gateway, redis-server
-and python actor: it submits a job and sees its output, stops a long job, and
-leaves a screenshot in test-artifacts/ for a person to look at.
+are never used. The browser tests run against a real gateway, redis-server
+and python actor: a job submitted and stopped, the job detail view, the
+filters, the live chart against ``queue.stats``, a DLQ replay and a purge with
+an admin key, a user key that sees only its own jobs, and the detail view's
+``log``/``progress`` handling. One leaves a screenshot in test-artifacts/.
 """
 
 from __future__ import annotations
