@@ -4,7 +4,7 @@ One small ``pipeline run`` on local Spark (synthetic M/M/c events for two script
 types) feeds every test here: the charts written next to ``report.json`` are
 parsed and their plotted values compared with the report, the summary is
 rendered at 80 columns, and a real gateway's ``GET /metrics`` carries
-``hero_recommended_actors`` from the published report.
+``hero_recommended_actors`` from the published report, which deploy/keda/ scales on.
 """
 
 from __future__ import annotations
@@ -146,3 +146,18 @@ def test_summary_reads_well_in_80_columns(ran: tuple[dict[str, Any], Path]) -> N
             for cell in column.cells:
                 assert str(cell) in text, (column.header, cell)
     assert "python" in text and "report.json (published to" in text
+
+
+def test_keda_example_scales_on_the_advice() -> None:
+    """deploy/keda/scaledobject-advice.yaml: a Prometheus trigger on the metric the
+    test above reads from /metrics, next to the depth trigger, for the same Deployment."""
+    keda = Path(__file__).resolve().parent.parent / "deploy" / "keda"
+    scaled = (keda / "scaledobject-advice.yaml").read_text()
+    assert re.search(r"^kind: ScaledObject$", scaled, re.M)
+    queries = re.findall(r"^\s+query: (.+)$", scaled, re.M)
+    assert queries[0] == 'max(hero_recommended_actors{script_type="python"})'
+    assert "hero_queue_depth" in queries[1]
+    assert re.findall(r"^\s+- type: (\S+)$", scaled, re.M) == ["prometheus", "prometheus"]
+    target = re.search(r"scaleTargetRef:\s*\n\s*name: (\S+)", scaled)
+    assert target is not None
+    assert f"name: {target.group(1)}" in (keda / "actor-deployment.yaml").read_text()
