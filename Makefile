@@ -42,7 +42,7 @@ test: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check gateway tests bench
+	$(VENV)/bin/ruff check gateway tests bench scripts
 	$(VENV)/bin/mypy
 
 bench: setup
