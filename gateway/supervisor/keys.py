@@ -195,6 +195,10 @@ EXPIRING = f"{PREFIX}:idx:expiring"
 #: Who runs the maintenance loop (reaper, retries, timeouts) among several gateways.
 LEADER = f"{PREFIX}:meta:leader"
 
+#: When the maintenance leader last reached Redis (ms): a long gap is an
+#: outage, which the dead-actor detector does not count against actors.
+WATCH = f"{PREFIX}:meta:watch"
+
 
 def dlq(script_type: str) -> str:
     """Dead-letter list per type: JSON entries with reason, last error and time."""
