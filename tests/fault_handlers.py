@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 
 from gateway.actor import JobContext
@@ -10,4 +11,11 @@ from gateway.actor import JobContext
 
 async def sleepy(ctx: JobContext) -> str:
     await asyncio.sleep(random.uniform(0.05, 0.15))
+    return ctx.job.script
+
+
+def deadly(ctx: JobContext) -> str:
+    """A poison job: the script ``die`` takes its actor down with it."""
+    if ctx.job.script == "die":
+        os._exit(1)
     return ctx.job.script

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -24,8 +22,7 @@ from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.conftest import ROOT
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, spawn_actor
 
 
 @pytest.fixture
@@ -143,19 +140,6 @@ async def test_failure_without_retries_is_a_plain_error(
     result = await fsup.run(job(script_type="osis"), wait=20)
     assert (result["status"], result["error"]) == ("error", "failure 1")
     assert await fsup.dlq_list() == []
-
-
-def spawn_actor(config: Config, *extra: str) -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        HERO_REDIS_URL=config.redis_url or "",
-        HERO_LOG_DIR=config.log_dir or "",
-        HERO_PRESENCE_TTL=str(config.presence_ttl),
-        HERO_LOG_LEVEL="warning",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "actor", *extra], env=env, cwd=ROOT
-    )
 
 
 @pytest.fixture

@@ -61,7 +61,7 @@ ACTOR_FUNCTIONS = ("hero_cycle", "hero_stream_touch", "hero_stream_leave")
 #: Functions it calls run inside Redis on its behalf.
 ACTOR_COMMANDS = (
     # connection: redis-py and wire.Wire name their connections
-    "ping", "select", "client|setname", "client|setinfo",
+    "ping", "select", "client|setname",
     # presence, logs, idle list, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
     "subscribe", "unsubscribe",
