@@ -6,7 +6,7 @@ import asyncio
 import os
 import random
 
-from gateway.actor import JobContext
+from gateway.actor import JobContext, JobFailed
 
 
 async def sleepy(ctx: JobContext) -> str:
@@ -15,7 +15,10 @@ async def sleepy(ctx: JobContext) -> str:
 
 
 def deadly(ctx: JobContext) -> str:
-    """A poison job: the script ``die`` takes its actor down with it."""
+    """A poison job: the script ``die`` takes its actor down with it; ``fail``
+    fails; any other script is its own output."""
     if ctx.job.script == "die":
         os._exit(1)
+    if ctx.job.script == "fail":
+        raise JobFailed("failed on purpose")
     return ctx.job.script

@@ -71,7 +71,7 @@ async def test_a_job_that_kills_its_actors_is_dead_lettered_as_poison(
     await sup.start("poison")
 
     async def dead_lettered() -> bool:
-        return (await sup.status("poison"))["status"] == "dlq"
+        return bool((await sup.status("poison"))["status"] == "dlq")
 
     await eventually(dead_lettered, within=40)
     dead = [p for p in processes if p.poll() is not None]

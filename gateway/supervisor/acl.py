@@ -60,15 +60,16 @@ ACTOR_FUNCTIONS = ("hero_cycle", "hero_stream_touch", "hero_stream_leave")
 #: Commands an actor sends itself (worker.py, presence.py) and those the
 #: Functions it calls run inside Redis on its behalf.
 ACTOR_COMMANDS = (
-    # connection: redis-py and wire.Wire name their connections
+    # connection: wire.Wire names its connections and selects the URL's
+    # database; redis-py's pool checks idle ones with PING
     "ping", "select", "client|setname",
     # presence, logs, idle list, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
-    "subscribe", "unsubscribe",
+    "subscribe",
     # stream mode: the consumer's own deliveries
     "xreadgroup", "xack", "xdel",
     # inside hero_cycle, hero_stream_touch and hero_stream_leave
-    "time", "exists", "hget", "hset", "hincrby", "expire", "persist",
+    "time", "exists", "hget", "hset", "hincrby", "expire",
     "lpush", "rpop", "lmove", "sadd", "zrangebyscore", "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
