@@ -17,7 +17,8 @@ import redis
 
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
-from gateway.supervisor import Supervisor, acl, keys, library
+from gateway.supervisor import Supervisor, acl, keys, library, presence
+from gateway.supervisor.connection import pooled
 from tests.conftest import ROOT
 from tests.helpers import eventually, job, spawn_actor
 
@@ -116,6 +117,12 @@ async def test_a_real_actor_on_the_actor_user_serves_jobs(
             return len(await sup.actors("osis")) == 1
 
         await eventually(ready, within=30)
+        # what the actor container's health check reads, as the actor user
+        own = pooled(actor_url, 1, "healthcheck")
+        try:
+            assert [a["script_type"] for a in await presence.live(own)] == ["osis"]
+        finally:
+            await own.aclose()
         plain = [await sup.run(job(f"out{n}", script_type="osis"), wait=20) for n in range(10)]
         assert [r["output"] for r in plain] == [f"out{n}" for n in range(10)]
         # a finish that releases a dependent (dispatched inside hero_cycle)

@@ -66,6 +66,8 @@ ACTOR_COMMANDS = (
     # presence, logs, idle list, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
     "subscribe",
+    # the container health check lists presence (deploy/docker/healthcheck.py)
+    "zrange", "mget",
     # stream mode: the consumer's own deliveries
     "xreadgroup", "xack", "xdel",
     # inside hero_cycle, hero_stream_touch and hero_stream_leave
