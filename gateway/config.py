@@ -170,7 +170,7 @@ SETTINGS: tuple[Setting, ...] = (
         15,
         "Seconds an actor's presence key lives; the actor refreshes it every third of that. "
         "The gateway declares an actor dead once its presence has been missing for this long "
-        "while Redis was reachable (an outage does not count).",
+        "while Redis was reachable (an outage does not count). Set it alike on both.",
         ("serve", "actor", "dev"),
     ),
     Setting(

@@ -94,6 +94,23 @@ def test_the_actor_user_cannot_touch_api_keys_functions_or_the_keyspace(
         gateway.close()
 
 
+async def test_an_actor_user_waits_for_a_gateway_to_load_lost_functions(
+    locked: EmbeddedRedis,
+) -> None:
+    """Redis came back without the Functions: the actor's user may not load them,
+    so its call fails like an unreachable Redis (retried), not as a crash."""
+    admin = pooled(url_as(locked, "hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"]), 1, "t")
+    actor = pooled(url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"]), 1, "t")
+    try:
+        await admin.execute_command("FUNCTION", "DELETE", library.LIBRARY_NAME)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await library.call(actor, Config(), "hero_cycle", key_names=[keys.held("t", "g", "i")])
+        assert await library.load(admin)
+    finally:
+        await admin.aclose()
+        await actor.aclose()
+
+
 @pytest.mark.timeout(120)
 async def test_a_real_actor_on_the_actor_user_serves_jobs(
     locked: EmbeddedRedis, tmp_path: Path
