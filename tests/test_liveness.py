@@ -17,6 +17,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from gateway import contract
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.errors import BackendUnavailable
@@ -79,6 +80,7 @@ async def test_a_job_that_kills_its_actors_is_dead_lettered_as_poison(
     entry = next(e for e in await sup.dlq_list("osis") if e["job_id"] == "poison")
     assert entry["reason"] == "poison" and "died" in entry["error"]
     assert (await sup.output("poison"))["status"] == "dlq"
+    assert contract.schema_validator("Job").problems(await sup.get("poison")) == []
     # the survivor still serves
     result = await sup.run(job("fine", script_type="osis", job_id="after"), wait=20)
     assert (result["status"], result["output"]) == ("finished", "fine")

@@ -41,7 +41,8 @@ _NULLABLE = (
     "updated_at",
 )
 #: Hash fields that are ours and internal; never shown to clients.
-_PRIVATE = ("ctl", "lease", "mode", "entry")
+#: ``deaths``: actors that died running it (the poison rule's count, hero.lua).
+_PRIVATE = ("ctl", "lease", "mode", "entry", "deaths")
 #: JobSpec fields taken as given when present (``JobSpec.from_valid``); the
 #: dataclass defaults apply when absent.
 _PLAIN_FIELDS = (
