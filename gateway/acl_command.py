@@ -16,6 +16,8 @@ import asyncio
 import sys
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from gateway.config import add_arguments, resolve
 from gateway.supervisor import acl, library
 from gateway.supervisor.connection import UNAVAILABLE, pooled
@@ -31,6 +33,11 @@ async def _apply(url: str, users: list[acl.User]) -> None:
 
 
 def cmd_acl(args: argparse.Namespace) -> int:
+    config = resolve(args)
+    if args.apply and config.redis_url is None:  # never the default by accident
+        print("hero-gateway acl --apply: give --redis-url (or HERO_REDIS_URL) of the Redis "
+              "to set the users on, as a user allowed to run ACL", file=sys.stderr)  # fmt: skip
+        return 2
     users = acl.users()
     for user in users:
         print(acl.render(user))
@@ -43,11 +50,13 @@ def cmd_acl(args: argparse.Namespace) -> int:
             )
     if not args.apply:
         return 0
-    config = resolve(args)
     try:
         asyncio.run(_apply(config.redis, users))
     except UNAVAILABLE as exc:
         print(f"hero-gateway acl --apply: Redis unreachable: {exc}", file=sys.stderr)
+        return 1
+    except ResponseError as exc:  # e.g. NOPERM: not a user that may run ACL
+        print(f"hero-gateway acl --apply: Redis refused: {exc}", file=sys.stderr)
         return 1
     print(f"applied: {', '.join(u.role.user for u in users)}", file=sys.stderr)
     return 0

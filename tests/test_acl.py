@@ -33,16 +33,21 @@ def url_as(server: EmbeddedRedis, user: str, password: str) -> str:
     return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
 
 
+def apply_as(url: str) -> subprocess.CompletedProcess[str]:
+    """``hero-gateway acl --apply`` on the Redis of ``url``, with PASSWORDS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERO_")}
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "acl", "--apply", "--redis-url", url],
+        env={**env, **PASSWORDS}, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
 @pytest.fixture
 def locked(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A redis-server of its own, with the users applied by the CLI."""
     server = EmbeddedRedis(tmp_path / "redis", port=free_port(), appendonly=False).start()
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HERO_")}
-        done = subprocess.run(
-            [sys.executable, "-m", "gateway.cli", "acl", "--apply", "--redis-url", server.url],
-            env={**env, **PASSWORDS}, cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = apply_as(server.url)
         assert done.returncode == 0, done.stderr
         for secret in PASSWORDS.values():  # only their hashes are shown
             assert secret not in done.stdout + done.stderr
@@ -50,6 +55,14 @@ def locked(tmp_path: Path) -> Iterator[EmbeddedRedis]:
         yield server
     finally:
         server.stop()
+
+
+def test_only_a_user_allowed_to_run_acl_can_apply(locked: EmbeddedRedis) -> None:
+    refused = apply_as(url_as(locked, "hero-gateway", PASSWORDS["HERO_ACL_GATEWAY_PASSWORD"]))
+    assert refused.returncode == 1
+    assert "Redis refused" in refused.stderr and "Traceback" not in refused.stderr
+    again = apply_as(url_as(locked, "hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"]))
+    assert again.returncode == 0, again.stderr
 
 
 def test_no_actor_key_pattern_reaches_the_api_keys() -> None:
