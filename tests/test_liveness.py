@@ -86,6 +86,35 @@ async def test_a_job_that_kills_its_actors_is_dead_lettered_as_poison(
     assert (result["status"], result["output"]) == ("finished", "fine")
 
 
+async def test_the_detector_counts_only_time_redis_was_reachable(
+    quick: tuple[Config, Supervisor], rds: aioredis.Redis
+) -> None:
+    """Step by step, on the leader's ticks: a presence that lapsed while Redis
+    was out of reach gets a full TTL; one that lapses while it is reachable
+    is a death."""
+    config, sup = quick
+    await sup.maintenance.stop()  # ticks by hand
+    lease = keys.presence("osis", "default", "ghost")
+    await sup.create(job(script_type="osis", job_id="held"))
+    await rds.hset(keys.job("held"), mapping={"status": "started", "lease": lease,
+                                              "actor": "default:ghost", "attempt": 1})  # fmt: skip
+    await rds.lpush(keys.held("osis", "default", "ghost"), "held")
+    now_ms = int((await rds.time())[0]) * 1000
+    await rds.zadd(keys.ACTORS, {lease: now_ms - 1000})  # lapsed a second ago...
+    await rds.set(keys.WATCH, now_ms - 60_000)  # ...during a minute nobody reached Redis
+    assert await sup.maintenance.lead()
+    done = await sup.maintenance.tick()
+    assert done["reaped"] == 0 and (await sup.status("held"))["status"] == "started"
+    assert (await rds.zscore(keys.ACTORS, lease) or 0) >= now_ms + config.presence_ttl * 1000
+    await rds.zadd(keys.ACTORS, {lease: now_ms - 1})  # a TTL of reachable time went by
+    done = await sup.maintenance.tick()
+    assert done["reaped"] == 1
+    got = await sup.get("held")
+    assert got["status"] == "retrying" and got["error"] == "actor default:ghost died"
+    assert got["attempt"] == 0  # not spent: the actor died, not the job
+    assert await rds.hget(keys.job("held"), "deaths") == "1"
+
+
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A redis-server of this test's own, AOF on (appendfsync everysec)."""
