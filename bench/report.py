@@ -64,6 +64,10 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
     out += _throughput(meta, results)
     out += _latency(results)
     out += _scale(results)
+    if _ok(results.get("interop")):
+        from interop import render as interop_table
+
+        out += interop_table(results["interop"])
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

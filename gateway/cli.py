@@ -26,7 +26,7 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def _ident(text: str) -> str:
-    if not re.match(IDENT_PATTERN, text):
+    if not re.fullmatch(IDENT_PATTERN, text):
         raise argparse.ArgumentTypeError(
             f"{text!r}: use letters, digits, '_', '.', '-' (at most 128 characters)"
         )

@@ -40,6 +40,25 @@ def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+#: The legacy queues a compat-mode dispatch can also push to (see ``legacy_queues``).
+LEGACY_KINDS = ("work_queue", "actor_queue")
+
+
+def _legacy_queues(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``type=kind[+kind],...``, e.g. ``python=actor_queue,osis=work_queue+actor_queue``."""
+    routes = []
+    for entry in _csv(text):
+        script_type, sep, kinds = entry.partition("=")
+        names = tuple(k.strip() for k in kinds.split("+") if k.strip())
+        if not sep or not script_type.strip() or not names:
+            raise ValueError(f"not type=kind[+kind]: {entry!r}")
+        unknown = [k for k in names if k not in LEGACY_KINDS]
+        if unknown:
+            raise ValueError(f"unknown legacy queue {unknown[0]!r} ({', '.join(LEGACY_KINDS)})")
+        routes.append((script_type.strip(), names))
+    return tuple(routes)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -87,7 +106,35 @@ SETTINGS: tuple[Setting, ...] = (
         _bool,
         False,
         "Also push to and read from the legacy Hero keys (hero:work_queue:*, hero:reply:*).",
-        ("serve", "dev"),
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "legacy_queues",
+        "--legacy-queues",
+        _legacy_queues,
+        (),
+        "Compat mode: the legacy queues each type's jobs are also pushed to, as "
+        "`type=kind[+kind],...` with kinds work_queue (hero:work_queue:{worker_id or type}) "
+        "and actor_queue (hero:job:actor_queue:{type}); unnamed types use work_queue.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "outside_grace",
+        "--outside-grace",
+        float,
+        2.0,
+        "Seconds an actor waits for the hash of a popped job id that has none (or no script) "
+        "yet, since an outside producer may LPUSH before it HSETs; then the job ends in error.",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "queue_poll",
+        "--queue-poll",
+        float,
+        0.0,
+        "Seconds between an idle actor's checks of its queues for jobs other producers pushed. "
+        "0: no polling, Redis tells (CLIENT TRACKING); a Redis that refuses that gets 0.025.",
+        ("actor", "dev"),
     ),
     Setting(
         "stream_types",
@@ -297,6 +344,9 @@ class Config:
     redis_max_connections: int = 8
     script_types: tuple[str, ...] = DEFAULT_SCRIPT_TYPES
     compat_legacy: bool = False
+    legacy_queues: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    outside_grace: float = 2.0
+    queue_poll: float = 0.0
     stream_types: tuple[str, ...] = ()
     stream_claim_idle: float = 30.0
     dlq_maxlen: int = 10_000
@@ -353,7 +403,7 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 def _show(value: Any) -> str:
     if isinstance(value, tuple):
-        return ",".join(value)
+        return ",".join(v if isinstance(v, str) else f"{v[0]}={'+'.join(v[1])}" for v in value)
     return "unset" if value is None else str(value)
 
 
@@ -377,12 +427,16 @@ def resolve(
         elif s.name in known:
             values[s.name] = s.default
     config = Config(**values)
-    unknown = sorted(set(config.stream_types) - set(config.script_types))
-    if unknown:
-        raise SystemExit(
-            f"HERO_STREAM_TYPES: {', '.join(unknown)} not among the script types "
-            f"({', '.join(config.script_types)})"
-        )
+    for variable, named in (
+        ("HERO_STREAM_TYPES", config.stream_types),
+        ("HERO_LEGACY_QUEUES", [t for t, _ in config.legacy_queues]),
+    ):
+        unknown = sorted(set(named) - set(config.script_types))
+        if unknown:
+            raise SystemExit(
+                f"{variable}: {', '.join(unknown)} not among the script types "
+                f"({', '.join(config.script_types)})"
+            )
     return config
 
 

@@ -150,6 +150,12 @@ def params(name: str) -> list[Param]:
     return found
 
 
+def scope(name: str) -> str:
+    """Who may call a method: its ``x-scope`` (see ``gateway.rpc.access``).
+    ``KeyError`` if the contract does not describe the method or its scope."""
+    return str(_methods()[name][1]["x-scope"])
+
+
 def result_pointer(name: str) -> str:
     """Where a method's result schema lives in the contract."""
     pointer = f"{method_pointer(name)}/result"

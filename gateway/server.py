@@ -48,7 +48,7 @@ async def services(config: Config) -> AsyncIterator[Services]:
     sup = await Supervisor.connect(config)
     log.info("connected to redis", extra={"redis_user": user_of(config.redis)})
     try:
-        store = KeyStore(sup.redis, checks=sup.wire)
+        store = KeyStore(sup.redis, checks=sup.wire, url=config.redis)
         yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
     finally:
         await sup.close()

@@ -8,6 +8,11 @@ reports every failure; jsonschema has the last word, so a stricter fast
 check never refuses what the contract allows (``test_validation`` checks
 that the two agree on the contract's schemas).
 
+A ``pattern`` is ECMA-262, where ``$`` ends the string; Python's ``$``
+also matches before a trailing newline, so jsonschema's stock check would
+pass ``"alice"`` plus a newline as an identifier. Both checks here read
+``$`` as the end of the string (fastjsonschema does so itself).
+
 jsonschema's own messages quote the offending value, which may be a secret
 (an env var) or a megabyte of script; clients and logs get the field path and
 the rule instead, never the value.
@@ -15,13 +20,37 @@ the rule instead, never the value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from functools import cache
 from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from jsonschema.validators import extend
 from referencing import Registry
+
+#: An unescaped ``$`` (as fastjsonschema finds it).
+_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+@cache
+def _ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """An ECMA-262 pattern as Python reads it: ``$`` is the end of the string."""
+    return re.compile(_DOLLAR.sub(r"\\Z", pattern))
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"does not match {pattern!r}")
+
+
+_Validator: Any = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"pattern": _pattern}
+)
 
 _RULES = {
     "type": "must be of type {}",
@@ -103,7 +132,7 @@ class Schema:
     """One schema of the contract, compiled for both checks."""
 
     def __init__(self, schema: dict[str, Any], registry: Registry[Any]) -> None:
-        self.validator = Draft202012Validator(schema, registry=registry)
+        self.validator = _Validator(schema, registry=registry)
         self._fast: Callable[[Any], Any] | None = None
         fast = _draft7(schema)  # None for a $ref left in, too (fastjsonschema would fetch it)
         if fast is not None:
@@ -124,7 +153,7 @@ class Schema:
         return _report(self.validator, instance)
 
 
-def _report(validator: Draft202012Validator, instance: Any) -> list[dict[str, str]]:
+def _report(validator: Any, instance: Any) -> list[dict[str, str]]:
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     return [
         {

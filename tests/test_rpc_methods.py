@@ -18,8 +18,7 @@ import pytest
 from gateway.errors import InvalidJob, JobNotFound
 from gateway.rpc.backends import Backends, JobIds, JsonObject, JsonObjects
 from gateway.rpc.context import ANONYMOUS, CallContext, Identity
-from gateway.rpc.dispatch import Dispatcher
-from gateway.rpc.methods import build_methods
+from gateway.rpc.methods import build_dispatcher
 from gateway.rpc.protocol import handle_frame
 
 ALICE = Identity("alice-key", "user", "alice")
@@ -191,9 +190,7 @@ async def call(
     *,
     keys: FakeKeys | None = None,
 ) -> Any:
-    dispatcher = Dispatcher(
-        build_methods(Backends(supervisor=sup, keys=keys)), check_results=True
-    )
+    dispatcher = build_dispatcher(Backends(supervisor=sup, keys=keys), check_results=True)
     message = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": 1}
     reply = await handle_frame(json.dumps(message), dispatcher, ctx)
     assert reply is not None
@@ -247,12 +244,17 @@ async def test_an_invalid_jobspec_never_reaches_the_supervisor(sup: FakeSupervis
         ("get_job_status", {}), ("delete_job", {}),
     ],
 )
-async def test_another_callers_job_is_forbidden(
+async def test_another_callers_job_is_not_found(
     sup: FakeSupervisor, method: str, extra: dict[str, Any]
 ) -> None:
+    """Answered exactly as a job that does not exist (the id aside)."""
     reply = await call(sup, CallContext(ALICE), method, {"job_id": "b1", **extra})
-    assert code(reply) == -32005, reply
-    assert [c for c in sup.calls if c[0] != "get"] == []  # nothing was done to it
+    missing = await call(sup, CallContext(ALICE), method, {"job_id": "zz", **extra})
+    assert reply["error"] == {
+        "code": -32001, "message": "Job not found: b1", "data": {"job_id": "b1"}
+    }
+    assert json.dumps(missing).replace("zz", "b1") == json.dumps(reply)
+    assert sup.calls == []  # nothing was done to it
     assert "b1" in sup.jobs
     own = await call(sup, CallContext(ALICE), method, {"job_id": "a1", **extra})
     assert "result" in own, own
@@ -343,7 +345,7 @@ async def test_login_sets_the_connections_identity(sup: FakeSupervisor) -> None:
     assert reply["result"] == {"name": "alice-key", "scope": "user", "caller_id": "alice"}
     assert ctx.identity == ALICE
     assert (await call(sup, ctx, "auth.whoami", keys=keys))["result"]["caller_id"] == "alice"
-    assert code(await call(sup, ctx, "job.get", {"job_id": "b1"}, keys=keys)) == -32005
+    assert code(await call(sup, ctx, "job.get", {"job_id": "b1"}, keys=keys)) == -32001
 
 
 async def test_login_without_keys_says_anonymous(sup: FakeSupervisor) -> None:
@@ -381,7 +383,7 @@ async def test_user_subscriptions_are_limited_to_own_jobs(sup: FakeSupervisor) -
     assert subs.made[-1] == {
         "job_ids": None, "script_type": "python", "caller_id": "alice", "since": "1-0"
     }
-    assert code(await call(sup, ctx, "job.subscribe", {"job_ids": ["a1", "b1"]})) == -32005
+    assert code(await call(sup, ctx, "job.subscribe", {"job_ids": ["a1", "b1"]})) == -32001
     assert len(subs.made) == 1
     assert (await call(sup, ctx, "job.unsubscribe", {"subscription": "sub1"}))["result"] == {
         "unsubscribed": True

@@ -149,7 +149,9 @@ async def test_store_verifies_only_real_keys(store: KeyStore) -> None:
     assert not await store.exist()
     key = await store.create("svc", "admin", "svc-caller")
     assert await store.exist()
-    assert await store.verify(key) == {"name": "svc", "scope": "admin", "caller_id": "svc-caller"}
+    assert await store.verify(key) == {
+        "name": "svc", "scope": "admin", "caller_id": "svc-caller", "key_id": digest(key)
+    }  # fmt: skip
     for wrong in ("", key[:-1], key + "x", "Bearer " + key, digest(key)):
         assert await store.verify(wrong) is None
 
@@ -258,9 +260,14 @@ async def test_a_user_key_acts_as_its_caller_only(server: Server, keyring: dict[
             ("job.start", {"job_id": "b1"}),
             ("job.stop", {"job_id": "b1"}),
             ("job.delete", {"job_id": "b1"}),
-            ("job.list", {"caller_id": "bob"}),
             ("job.subscribe", {"job_ids": ["b1"]}),
             ("stop_job", {"job_id": "b1"}),
+        ]:
+            with pytest.raises(RpcError) as caught:
+                await alice.call(method, params)
+            assert caught.value.code == -32001, method  # as if there were no b1
+        for method, params in [
+            ("job.list", {"caller_id": "bob"}),
             ("queue.dlq.list", {}),
             ("queue.dlq.replay", {"script_type": "python"}),
         ]:
@@ -274,7 +281,7 @@ async def test_a_user_key_acts_as_its_caller_only(server: Server, keyring: dict[
         assert (await ops.call("queue.dlq.list", {}))["entries"] == []
         with pytest.raises(RpcError) as refused:
             await bob.call("job.delete", {"job_id": "a1"})
-        assert refused.value.code == -32005
+        assert refused.value.code == -32001
 
 
 async def test_a_revoked_key_no_longer_opens_a_connection(

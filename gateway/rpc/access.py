@@ -1,58 +1,103 @@
-"""Who may do what: the identity rules every method handler applies.
+"""Who may do what: each method's scope, declared once, enforced once.
 
-- No identity (auth required, not logged in) → Unauthenticated.
-- ``anonymous`` exists only when the server runs without API keys; it is then
-  unrestricted, like a local developer's own Redis.
-- ``admin`` sees and touches every job and may use the admin methods.
-- ``user`` acts as its caller_id: its new jobs carry it, and another caller's
-  job is Forbidden (not hidden: the ids are not secrets, the contents are).
+Every method of the contract carries an ``x-scope`` (``openrpc/openrpc.json``);
+the dispatcher asks ``Access.admit`` before any handler runs, so a handler
+cannot forget a check and a method without a scope cannot be served
+(``Dispatcher`` refuses to bind it).
+
+Scopes:
+
+- ``public``: anyone, before authenticating too (``auth.login``, ``rpc.discover``).
+- ``user``: any identity; the method touches no job (stats, actors, whoami).
+- ``owner``: any identity; for a ``user`` key the method sees only its own
+  jobs. A job id it names (``job_id``, ``job_ids``) that belongs to another
+  caller, or to no caller (an outside producer's job), is answered exactly
+  like a missing one (``JobNotFound``): ids of others are not even
+  confirmed. The job it submits (``job``) and the listing or subscription it
+  asks for (``caller_id``) are its own. That a submitted id is held by
+  another caller is found atomically in Redis, where the job is created
+  (``-32005``, see ``Supervisor.create``).
+- ``admin``: an admin key.
+
+Identities: no identity (auth required, not logged in) is refused everywhere
+but ``public``; ``anonymous`` exists only when the server runs without API
+keys and is then unrestricted, like a local developer's own Redis; ``admin``
+sees and touches every job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.errors import Forbidden, Unauthenticated
-from gateway.rpc.backends import Supervisor
+from gateway import contract
+from gateway.errors import Forbidden, JobNotFound, Unauthenticated
 from gateway.rpc.context import CallContext, Identity
 
+SCOPES = ("public", "user", "owner", "admin")
 
-def identity(ctx: CallContext, *, auth_required: bool) -> Identity:
-    """The caller, or Unauthenticated. An anonymous identity on a server that
-    has keys is treated as no identity at all, whatever the transport set."""
-    who = ctx.identity
-    if who is None or (who.scope == "anonymous" and auth_required):
-        raise Unauthenticated("Authenticate first: Authorization header or auth.login")
-    return who
+#: The caller_id of a job ("" when it has none); raises JobNotFound when there is no job.
+Owners = Callable[[str], Awaitable[str | None]]
 
 
-def require_admin(who: Identity) -> None:
-    if who.scope == "user":
-        raise Forbidden("This method needs an admin key")
+def scope_of(method: str) -> str:
+    """A method's declared scope; ``KeyError``/``ValueError`` when it has none
+    or an unknown one (a server must not start with such a method)."""
+    scope = contract.scope(method)
+    if scope not in SCOPES:
+        raise ValueError(f"{method}: unknown x-scope {scope!r}")
+    return scope
 
 
-def own_spec(who: Identity, spec: dict[str, Any]) -> dict[str, Any]:
-    """A JobSpec as ``who`` may submit it: a user's jobs carry its caller_id."""
-    if who.scope != "user":
-        return spec
-    return {**spec, "caller_id": who.caller_id}
+class Access:
+    """The identity rules of one method table.
 
+    ``auth_required``: the table serves a server with API keys (an
+    ``anonymous`` identity is then no identity). ``owners`` looks a job's
+    caller up; a table without it refuses ``user`` identities on ``owner``
+    methods rather than serve them unchecked."""
 
-def caller_filter(who: Identity, caller_id: str | None) -> str | None:
-    """The caller_id a listing is limited to: a user sees only its own jobs."""
-    if who.scope != "user":
-        return caller_id
-    if caller_id is not None and caller_id != who.caller_id:
-        raise Forbidden("A user key may only list its own jobs")
-    return who.caller_id
+    def __init__(self, owners: Owners | None = None, *, auth_required: bool = False) -> None:
+        self._owners = owners
+        self._auth_required = auth_required
 
+    async def admit(self, scope: str, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        """The params as the caller may use them, or the error it gets."""
+        if scope == "public":
+            return params
+        who = self.identity(ctx)
+        if who.scope != "user":
+            return params
+        if scope == "admin":
+            raise Forbidden("This method needs an admin key")
+        if scope == "owner":
+            return await self._own(who, params)
+        return params
 
-def check_caller(who: Identity, job_id: str, caller_id: str | None) -> None:
-    if who.scope == "user" and caller_id != who.caller_id:
-        raise Forbidden(f"Job {job_id} belongs to another caller", {"job_id": job_id})
+    def identity(self, ctx: CallContext) -> Identity:
+        """The caller, or Unauthenticated. An anonymous identity on a server that
+        has keys is treated as no identity at all, whatever the transport set."""
+        who = ctx.identity
+        if who is None or (who.scope == "anonymous" and self._auth_required):
+            raise Unauthenticated("Authenticate first: Authorization header or auth.login")
+        return who
 
+    async def _own(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
+        """A user's params for an ``owner`` method: its jobs only."""
+        mine = who.caller_id
+        wanted = params.get("caller_id")
+        if wanted is not None and wanted != mine:
+            raise Forbidden("A user key may only list its own jobs")
+        named = [params["job_id"]] if "job_id" in params else []
+        for job_id in [*named, *(params.get("job_ids") or ())]:
+            await self._check_owner(mine, job_id)
+        owned = {**params, "caller_id": mine}
+        if isinstance(params.get("job"), dict):
+            owned["job"] = {**params["job"], "caller_id": mine}
+        return owned
 
-async def check_owner(who: Identity, sup: Supervisor, job_id: str) -> None:
-    """Forbidden unless ``who`` may touch the job (JobNotFound if there is none)."""
-    if who.scope == "user":
-        check_caller(who, job_id, await sup.owner(job_id))
+    async def _check_owner(self, caller_id: str | None, job_id: str) -> None:
+        if self._owners is None:
+            raise RuntimeError("an owner-scoped method needs an owner lookup")
+        if await self._owners(job_id) != caller_id:
+            raise JobNotFound(job_id)

@@ -40,6 +40,7 @@ from gateway.rpc.credentials import Authenticator
 from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit, answer
 from gateway.rpc.messages import Failure
 from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
+from gateway.rpc.revocation import Revoker
 from gateway.rpc.websocket import Connection
 from gateway.web import web_routes
 
@@ -111,9 +112,14 @@ class Gateway:
                 observe=services.metrics.observe_call if services.metrics else None,
             )
             await self._auth.keys_required()  # learn whether keys exist before the first client
+            revoker = Revoker(services.keys, lambda: self._connections) if services.keys else None
+            if revoker is not None:
+                revoker.start()
             try:
                 yield
             finally:
+                if revoker is not None:
+                    await revoker.stop()
                 await self.drain(0)
                 self._auth = None
                 self._services = None

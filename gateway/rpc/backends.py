@@ -9,7 +9,7 @@ coroutine functions (e.g. the supervisor's ``@guarded``) fit too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -105,16 +105,28 @@ class KeyVerifier(Protocol):
     """Checks an API key (the key store lives below this layer)."""
 
     def verify(self, key: str) -> Awaitable[Mapping[str, Any] | None]:
-        """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
+        """``{"name", "scope", "caller_id", "key_id"}`` for a valid key, else None."""
         ...
 
 
 class KeyStore(KeyVerifier, Protocol):
-    """What the server needs of the key store: verify a key, and whether any
-    key exists (a server with keys requires every client to authenticate)."""
+    """What the server needs of the key store: verify a key, whether any key
+    exists (a server with keys requires every client to authenticate), and
+    which keys are revoked (their connections end)."""
 
     def exist(self) -> Awaitable[bool]:
         """True once at least one API key exists."""
+        ...
+
+    def revoked(self, key_ids: Collection[str]) -> Awaitable[frozenset[str]]:
+        """Which of these key ids no longer name a key."""
+        ...
+
+    def watch_revocations(
+        self, on_revoked: Callable[[frozenset[str] | None], None]
+    ) -> Awaitable[None]:
+        """Until cancelled: ``on_revoked(key_ids)`` as keys are revoked, and
+        ``on_revoked(None)`` whenever revocations may have gone unheard."""
         ...
 
 

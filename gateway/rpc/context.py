@@ -8,7 +8,7 @@ identity for every later call on the same socket.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast
 
 Scope = Literal["user", "admin", "anonymous"]
@@ -18,11 +18,14 @@ SCOPES: tuple[Scope, ...] = ("user", "admin", "anonymous")
 @dataclass(frozen=True, slots=True)
 class Identity:
     """The contract's Identity. A user acts as its ``caller_id``: it may only
-    see and touch jobs carrying that caller id, so it must have one."""
+    see and touch jobs carrying that caller id, so it must have one.
+    ``key_id`` names the API key it was proven with (for revocation); it is
+    never shown, printed or compared."""
 
     name: str
     scope: Scope
     caller_id: str | None = None
+    key_id: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -32,8 +35,10 @@ class Identity:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Identity:
-        """From what a key store answers: ``{"name", "scope", "caller_id"}``."""
-        return cls(str(data["name"]), cast(Scope, data["scope"]), data.get("caller_id"))
+        """From what a key store answers: ``{"name", "scope", "caller_id", "key_id"}``."""
+        return cls(
+            str(data["name"]), cast(Scope, data["scope"]), data.get("caller_id"), data.get("key_id")
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "scope": self.scope, "caller_id": self.caller_id}

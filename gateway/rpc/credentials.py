@@ -23,7 +23,7 @@ from gateway.errors import HeroError, Unauthenticated
 from gateway.rpc.backends import Backends, KeyStore, ServedSupervisor
 from gateway.rpc.context import ANONYMOUS, Identity
 from gateway.rpc.dispatch import Dispatcher, Observer
-from gateway.rpc.methods import build_methods
+from gateway.rpc.methods import build_dispatcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +51,12 @@ class Authenticator:
     ) -> None:
         self._keys = keys
         self._require = require_keys and keys is not None
-        self.open = Dispatcher(
-            build_methods(Backends(supervisor)), check_results=check_results, observe=observe
+        self.open = build_dispatcher(
+            Backends(supervisor), check_results=check_results, observe=observe
         )
         self.checked = (
-            Dispatcher(
-                build_methods(Backends(supervisor, keys)),
-                check_results=check_results,
-                observe=observe,
+            build_dispatcher(
+                Backends(supervisor, keys), check_results=check_results, observe=observe
             )
             if keys is not None
             else self.open

@@ -17,6 +17,7 @@ from typing import Any
 from gateway import contract
 from gateway.errors import HeroError
 from gateway.rpc import codes
+from gateway.rpc.access import Access, scope_of
 from gateway.rpc.context import CallContext
 from gateway.rpc.messages import Element, Failure, Request, Response, Success
 from gateway.rpc.params import ParamsValidator
@@ -36,7 +37,10 @@ class Dispatcher:
     """A method table bound to the contract.
 
     Building one fails (``KeyError``) if a method is served that the contract
-    does not describe, so code and contract cannot drift at run time either.
+    does not describe, or describes without an ``x-scope``, so code and
+    contract cannot drift at run time either. Every call passes ``access``
+    (the method's declared scope) before its handler runs: handlers hold no
+    access checks of their own.
     With ``check_results`` every result is validated against the method's
     result schema too (for tests: a mismatch is a server bug, answered -32603).
     """
@@ -45,11 +49,14 @@ class Dispatcher:
         self,
         methods: Methods,
         *,
+        access: Access | None = None,
         check_results: bool = False,
         observe: Observer | None = None,
     ) -> None:
         self._observe = observe
         self._methods = dict(methods)
+        self._access = access or Access()
+        self._scopes = {name: scope_of(name) for name in self._methods}
         self._params = {name: ParamsValidator(name) for name in self._methods}
         self._results: dict[str, Schema] = {}
         if check_results:
@@ -87,6 +94,7 @@ class Dispatcher:
             )
         try:
             params = self._params[request.method].check(request.params)
+            params = await self._access.admit(self._scopes[request.method], params, ctx)
             result = await handler(params, ctx)
             self._check_result(request.method, result)
         except HeroError as exc:

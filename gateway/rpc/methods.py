@@ -1,9 +1,11 @@
 """The method table: every method of the contract, each a thin handler.
 
 A handler gets params already checked against the contract (so a JobSpec
-goes to the supervisor marked ``validated``: it is not checked twice), applies the
-identity rules (``access``), calls the supervisor and returns its answer as
-the contract shapes it. No handler knows a Redis key or decides anything
+goes to the supervisor marked ``validated``: it is not checked twice) and
+already admitted by the method's declared scope (``access``, applied by the
+dispatcher: a user's ``job`` and ``caller_id`` are its own, the jobs it names
+are its own), calls the supervisor and returns its answer as the contract
+shapes it. No handler knows a Redis key or decides anything
 about queues.
 
 The Hero names (create_job, …) are the same handlers under their old names;
@@ -18,10 +20,10 @@ from typing import Any
 
 from gateway import contract
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, Unauthenticated
-from gateway.rpc import access
+from gateway.rpc.access import Access
 from gateway.rpc.backends import Backends, JsonObject
 from gateway.rpc.context import ANONYMOUS, CallContext, Identity, Subscriptions
-from gateway.rpc.dispatch import Handler
+from gateway.rpc.dispatch import Dispatcher, Handler, Observer
 
 #: Hero's method names and the methods they are now.
 HERO_ALIASES: dict[str, str] = {
@@ -39,10 +41,22 @@ HERO_ALIASES: dict[str, str] = {
 Params = dict[str, Any]
 
 
+def build_dispatcher(
+    backends: Backends, *, check_results: bool = False, observe: Observer | None = None
+) -> Dispatcher:
+    """The served method table, with the access rules of ``backends`` (API
+    keys or none; job owners looked up through the supervisor)."""
+    h = _Handlers(backends)
+    return Dispatcher(_table(h), access=h.access, check_results=check_results, observe=observe)
+
+
 def build_methods(backends: Backends) -> dict[str, Handler]:
     """Every served method, by name (checked against the contract by tests and
     by ``Dispatcher``)."""
-    h = _Handlers(backends)
+    return _table(_Handlers(backends))
+
+
+def _table(h: _Handlers) -> dict[str, Handler]:
     table: dict[str, Handler] = {
         "job.create": h.job_create,
         "job.start": h.job_start,
@@ -75,115 +89,88 @@ class _Handlers:
     def __init__(self, backends: Backends) -> None:
         self._sup = backends.supervisor
         self._keys = backends.keys
-
-    def _who(self, ctx: CallContext) -> Identity:
-        return access.identity(ctx, auth_required=self._keys is not None)
-
-    async def _owned(self, ctx: CallContext, job_id: str) -> None:
-        await access.check_owner(self._who(ctx), self._sup, job_id)
+        self.access = Access(
+            lambda job_id: self._sup.owner(job_id), auth_required=backends.keys is not None
+        )
 
     # -- jobs --------------------------------------------------------------------
 
     async def job_create(self, params: Params, ctx: CallContext) -> JsonObject:
-        spec = access.own_spec(self._who(ctx), params["job"])
         with _job_param():
-            return await self._sup.create(spec, validated=True)
+            return await self._sup.create(params["job"], validated=True)
 
     async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.start(params["job_id"])
 
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
-        spec = access.own_spec(self._who(ctx), params["job"])
         with _job_param():
-            return await self._sup.run(spec, params.get("wait"), validated=True)
+            return await self._sup.run(params["job"], params.get("wait"), validated=True)
 
     async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.output(params["job_id"], params.get("wait"))
 
     async def job_status(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.status(params["job_id"])
 
     async def job_get(self, params: Params, ctx: CallContext) -> JsonObject:
-        who = self._who(ctx)
-        job = await self._sup.get(params["job_id"])
-        access.check_caller(who, params["job_id"], job.get("caller_id"))
-        return job
+        return await self._sup.get(params["job_id"])
 
     async def job_list(self, params: Params, ctx: CallContext) -> JsonObject:
-        caller_id = access.caller_filter(self._who(ctx), params.get("caller_id"))
         return await self._sup.list_jobs(
             status=params.get("status"),
             script_type=params.get("script_type"),
-            caller_id=caller_id,
+            caller_id=params.get("caller_id"),
             cursor=params.get("cursor"),
             limit=params.get("limit", 50),
         )
 
     async def job_stop(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.stop(params["job_id"])
 
     async def job_delete(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.delete(params["job_id"])
 
     async def job_purge(self, params: Params, ctx: CallContext) -> JsonObject:
-        access.require_admin(self._who(ctx))
         return await self._sup.purge(
             params.get("status", "finished"), older_than=params.get("older_than", 0.0)
         )
 
     async def job_logs(self, params: Params, ctx: CallContext) -> JsonObject:
-        await self._owned(ctx, params["job_id"])
         return await self._sup.logs(params["job_id"])
 
     # -- subscriptions -------------------------------------------------------------
 
     async def job_subscribe(self, params: Params, ctx: CallContext) -> JsonObject:
-        who = self._who(ctx)
-        subs = _subscriptions(ctx)
-        job_ids: list[str] | None = params.get("job_ids")
-        for job_id in job_ids or ():
-            await access.check_owner(who, self._sup, job_id)
-        subscription = await subs.subscribe(
-            job_ids=job_ids,
+        subscription = await _subscriptions(ctx).subscribe(
+            job_ids=params.get("job_ids"),
             script_type=params.get("script_type"),
-            caller_id=who.caller_id if who.scope == "user" else None,
+            caller_id=params.get("caller_id"),
             since=params.get("since"),
         )
         return {"subscription": subscription}
 
     async def job_unsubscribe(self, params: Params, ctx: CallContext) -> JsonObject:
-        self._who(ctx)
         return {"unsubscribed": await _subscriptions(ctx).unsubscribe(params["subscription"])}
 
     # -- queues, actors, stats ---------------------------------------------------------
 
     async def queue_stats(self, params: Params, ctx: CallContext) -> JsonObject:
-        self._who(ctx)
         return {"queues": await self._sup.queue_stats(script_type=params.get("script_type"))}
 
     async def dlq_list(self, params: Params, ctx: CallContext) -> JsonObject:
-        access.require_admin(self._who(ctx))
         entries = await self._sup.dlq_list(
             script_type=params.get("script_type"), limit=params.get("limit", 50)
         )
         return {"entries": entries}
 
     async def dlq_replay(self, params: Params, ctx: CallContext) -> JsonObject:
-        access.require_admin(self._who(ctx))
         replayed = await self._sup.dlq_replay(params["script_type"], params.get("job_ids"))
         return {"replayed": replayed}
 
     async def actor_list(self, params: Params, ctx: CallContext) -> JsonObject:
-        self._who(ctx)
         return {"actors": await self._sup.actors(script_type=params.get("script_type"))}
 
     async def stats_report(self, params: Params, ctx: CallContext) -> JsonObject | None:
-        self._who(ctx)
         return await self._sup.report()
 
     # -- auth, discovery -------------------------------------------------------------
@@ -199,7 +186,7 @@ class _Handlers:
         return ctx.identity.as_dict()
 
     async def auth_whoami(self, params: Params, ctx: CallContext) -> JsonObject:
-        return self._who(ctx).as_dict()
+        return self.access.identity(ctx).as_dict()
 
     async def rpc_discover(self, params: Params, ctx: CallContext) -> JsonObject:
         return contract.document()

@@ -11,13 +11,22 @@ connection slower.
 Names are unique, so an operator can revoke a key by the name they gave it.
 Nothing in this module logs or raises a key or a hash: error messages name
 the key's *name* at most.
+
+Revoking publishes the key's hash on ``keys.API_KEY_REVOKED`` in the same
+transaction that deletes it; every gateway hears it (``watch_revocations``)
+and ends the connections that key opened. A gateway that was not subscribed
+at that moment (its pub/sub connection dropped) asks again about every key
+its connections hold as soon as it is subscribed again, so a revocation in
+the gap is not missed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
@@ -26,7 +35,8 @@ from redis.exceptions import WatchError
 
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
-from gateway.supervisor.connection import Commands, guarded
+from gateway.supervisor.connection import UNAVAILABLE, Commands, guarded
+from gateway.supervisor.wire import Subscriber
 
 Scope = Literal["user", "admin"]
 SCOPES: tuple[Scope, ...] = ("user", "admin")
@@ -34,6 +44,11 @@ SCOPES: tuple[Scope, ...] = ("user", "admin")
 #: Recognisable prefix, so secret scanners and humans can tell what leaked.
 KEY_PREFIX = "hgk_"
 _CREATE_ATTEMPTS = 10
+#: Longest pause (s) between attempts to subscribe to revocations again.
+_RESUBSCRIBE_MAX = 0.5
+
+#: Told the ids (hashes) of revoked keys; None: "any key may have been revoked".
+OnRevoked = Callable[[frozenset[str] | None], None]
 
 
 def digest(key: str) -> str:
@@ -49,12 +64,17 @@ class KeyStore:
     """Create, verify, list and revoke API keys (``gateway.rpc`` sees only
     ``verify`` and ``exist``, through its ``KeyStore`` protocol)."""
 
-    def __init__(self, client: aioredis.Redis, *, checks: Commands | None = None) -> None:
-        """``checks``: where ``verify`` and ``exist`` go, the per-connection
-        checks (a gateway passes its job-path wire: 10,000 clients connecting
-        at once must not queue for the pool); the rest uses ``client``."""
+    def __init__(
+        self, client: aioredis.Redis, *, checks: Commands | None = None, url: str | None = None
+    ) -> None:
+        """``checks``: where ``verify``, ``exist`` and ``revoked`` go, the
+        per-connection checks (a gateway passes its job-path wire: 10,000
+        clients connecting at once must not queue for the pool); the rest
+        uses ``client``. ``url``: the Redis to hear revocations from
+        (``watch_revocations``)."""
         self._redis = client
         self._checks: Commands = checks or client
+        self._url = url
 
     @guarded
     async def create(self, name: str, scope: str, caller_id: str | None = None) -> str:
@@ -92,11 +112,13 @@ class KeyStore:
 
     @guarded
     async def verify(self, key: str) -> dict[str, Any] | None:
-        """``{"name", "scope", "caller_id"}`` for a valid key, else None."""
+        """``{"name", "scope", "caller_id", "key_id"}`` for a valid key, else
+        None. ``key_id`` (the hash) names the key in revocations."""
         if not key.startswith(KEY_PREFIX) or len(key) > 256:
             return None
+        key_id = digest(key)
         name, scope, caller_id = await self._checks.execute_command(
-            "HMGET", keys.api_key(digest(key)), "name", "scope", "caller_id"
+            "HMGET", keys.api_key(key_id), "name", "scope", "caller_id"
         )
         if scope not in SCOPES:
             return None
@@ -104,7 +126,41 @@ class KeyStore:
             "name": name or "",
             "scope": cast(Scope, scope),
             "caller_id": caller_id or None,
+            "key_id": key_id,
         }
+
+    @guarded
+    async def revoked(self, key_ids: Collection[str]) -> frozenset[str]:
+        """Which of these key ids (from ``verify``) no longer name a key."""
+        ids = sorted(key_ids)
+        if not ids:
+            return frozenset()
+        member = await self._checks.execute_command("SMISMEMBER", keys.API_KEYS, *ids)
+        return frozenset(i for i, found in zip(ids, member, strict=True) if not found)
+
+    async def watch_revocations(self, on_revoked: OnRevoked) -> None:
+        """Call ``on_revoked`` with the ids of keys as they are revoked, and
+        with None each time the subscription is (re)made: whatever was revoked
+        while nobody listened must be asked about. Runs until cancelled."""
+        if self._url is None:
+            raise RuntimeError("watching revocations needs the Redis URL")
+        subscriber = Subscriber(
+            self._url, "gateway-revocations", lambda _, key_id: on_revoked(frozenset([key_id]))
+        )
+        delay = 0.05
+        try:
+            while True:
+                try:
+                    lost = await subscriber.subscribe([keys.API_KEY_REVOKED])
+                except UNAVAILABLE:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _RESUBSCRIBE_MAX)
+                    continue
+                delay = 0.05
+                on_revoked(None)
+                await lost
+        finally:
+            await subscriber.aclose()
 
     @guarded
     async def exist(self) -> bool:
@@ -136,6 +192,7 @@ class KeyStore:
             for h in hashes:
                 pipe.delete(keys.api_key(h))
                 pipe.srem(keys.API_KEYS, h)
+                pipe.publish(keys.API_KEY_REVOKED, h)
             await pipe.execute()
         return True
 
@@ -158,7 +215,7 @@ class KeyStore:
 
 
 def _check_ident(what: str, value: str) -> None:
-    if not re.match(keys.IDENT_PATTERN, value):
+    if not re.fullmatch(keys.IDENT_PATTERN, value):
         raise InvalidParams(
             f"{what} must be letters, digits, '_', '.', '-' (at most 128 characters)"
         )

@@ -40,9 +40,9 @@ _NULLABLE = (
     "queue",
     "updated_at",
 )
-#: Hash fields that are ours and internal; never shown to clients.
-#: ``deaths``: actors that died running it (the poison rule's count, hero.lua).
-_PRIVATE = ("ctl", "lease", "mode", "entry", "deaths")
+#: The hash fields a client sees: the contract's Job. Ours that are internal
+#: (ctl, lease, mode, entry, legacy) and those an outside producer added are not.
+_SHOWN = frozenset(contract.resolve("#/components/schemas/Job")["properties"])
 #: JobSpec fields taken as given when present (``JobSpec.from_valid``); the
 #: dataclass defaults apply when absent.
 _PLAIN_FIELDS = (
@@ -170,7 +170,7 @@ def _stream_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
 
 def decode(raw: Mapping[str, str]) -> dict[str, Any]:
     """A job hash as a client sees it (the contract's Job): typed, private fields removed."""
-    job: dict[str, Any] = {k: v for k, v in raw.items() if k not in _PRIVATE}
+    job: dict[str, Any] = {k: v for k, v in raw.items() if k in _SHOWN}
     for name in _INT_FIELDS:
         if name in job:
             try:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 PREFIX = "hero"
 
-#: What a job id, script type, group, instance, caller id or worker id may look like.
-IDENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+#: What a job id, script type, group, instance, caller id or worker id may look
+#: like, matched whole (``re.fullmatch``: Python's ``$`` would let a trailing
+#: newline through).
+IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
@@ -183,6 +185,10 @@ def api_key(key_hash: str) -> str:
 #: Set of the hashes of every API key, for ``keys list``.
 API_KEYS = f"{PREFIX}:auth:keys"
 
+#: Pub/sub channel: the hash of each revoked API key is published on it, so
+#: every gateway ends the connections that key opened at once.
+API_KEY_REVOKED = f"{PREFIX}:auth:revoked"
+
 #: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
 STATS_REPORT = f"{PREFIX}:stats:report"
 
@@ -198,6 +204,12 @@ LEADER = f"{PREFIX}:meta:leader"
 #: When the maintenance leader last reached Redis (ms): a long gap is an
 #: outage, which the dead-actor detector does not count against actors.
 WATCH = f"{PREFIX}:meta:watch"
+
+
+#: Ids popped from a work queue whose job hash (or its script) was not there
+#: yet: JSON {id, queue} scored by the time (ms) their grace ends (an outside
+#: producer may LPUSH before it HSETs).
+ORPHANS = f"{PREFIX}:q:orphans"
 
 
 def dlq(script_type: str) -> str:

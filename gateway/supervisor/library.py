@@ -38,6 +38,9 @@ def source() -> str:
         "REPLY": keys.reply(""),
         "LEGACY_WORK": keys.legacy_work(""),
         "LEGACY_STOP": keys.legacy_stop(""),
+        "LEGACY_ACTOR": keys.legacy_actor_queue(""),
+        "WORK": keys.work_queue(""),
+        "ORPHANS": keys.ORPHANS,
         "LOGS": keys.logs(""),
         "QUEUES": keys.QUEUES,
         "DELAYED": keys.DELAYED,
@@ -64,13 +67,21 @@ def head(config: Config) -> list[str]:
     The jitter is drawn here because scripts must be deterministic."""
     return [
         str(config.events_maxlen),
-        "1" if config.compat_legacy else "0",
+        compat_spec(config),
         str(config.job_ttl),
         repr(config.retry_base),
         repr(config.retry_max),
         repr(random.random()),
         str(config.dlq_maxlen),
     ]
+
+
+def compat_spec(config: Config) -> str:
+    """Head entry [2]: "0" when compat is off, else "1" and each type's own
+    legacy queue kinds (``HERO_LEGACY_QUEUES``)."""
+    if not config.compat_legacy:
+        return "0"
+    return "1" + "".join(f";{t}={'+'.join(kinds)}" for t, kinds in config.legacy_queues)
 
 
 async def call(

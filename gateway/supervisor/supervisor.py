@@ -19,7 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.config import Config
-from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
+from gateway.errors import Forbidden, InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.supervisor import connection, keys, library, listing, presence, stats
 from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
@@ -114,6 +114,8 @@ class Supervisor:
         if self._submits is None:
             self._submits = Merger(self._submit_jobs)
         reply = await self._submits.submit((spec, start))
+        if reply[0] == "taken":
+            raise Forbidden("Job id taken", {"job_id": spec.job_id})
         if reply[0] == "bad_prerequisite":
             raise InvalidJob(
                 f"Invalid job: prerequisite {reply[1]} is unknown or the job itself",
@@ -166,8 +168,9 @@ class Supervisor:
 
         Every spec is validated like ``create``'s; an invalid one fails the whole
         call before anything is written. Each answer is ``create``'s (or
-        ``start``'s) shape; a job whose prerequisite is unknown gets status
-        ``invalid`` with the reason in ``error`` instead of failing the batch."""
+        ``start``'s) shape; a job whose prerequisite is unknown, or whose id
+        another caller holds, gets status ``invalid`` with the reason in
+        ``error`` instead of failing the batch."""
         jobs = [self.parse(spec) for spec in specs]
         replies = await self._submit_jobs([(job, start) for job in jobs])
         for reply in replies:
@@ -184,6 +187,8 @@ class Supervisor:
                         "error": f"prerequisite {reply[1]} is unknown or the job itself",
                     }
                 )
+            elif kind == "taken":
+                answers.append({"job_id": job.job_id, "status": "invalid", "error": "id taken"})
             elif kind == "exists":
                 answers.append({"job_id": job.job_id, "status": str(reply[1])})
             else:
@@ -198,6 +203,8 @@ class Supervisor:
 
     @guarded
     async def create(self, spec: Any, *, validated: bool = False) -> dict[str, Any]:
+        """``Forbidden`` when a job with this id exists under another caller
+        (a spec without caller_id, an admin's, may name any job)."""
         job = self.parse(spec, validated=validated)
         reply = await self._submit(job, start=False)
         status = reply[1] if reply[0] == "exists" else reply[0]
@@ -222,6 +229,7 @@ class Supervisor:
         """Create, start and wait, in one Function call plus the wait.
 
         The waiter is registered before the job exists, so its end cannot be missed.
+        An existing created job of the same caller is started by the same call.
         """
         self._must_watch()
         job = self.parse(spec, validated=validated)
@@ -231,9 +239,7 @@ class Supervisor:
             reply = await self._submit(job, start=True)
             if reply[0] != "exists":
                 self.waits.created(job.job_id)
-            if reply[0] == "exists" and reply[1] == "created":
-                await self.start(job.job_id)
-            elif reply[0] == "error" or (reply[0] == "exists" and reply[1] in TERMINAL):
+            if reply[0] == "error" or (reply[0] == "exists" and reply[1] in TERMINAL):
                 self.waits.resolve(job.job_id, await self._result(job.job_id))
         except BaseException:
             self.waits.forget(job.job_id, fut)
@@ -279,7 +285,9 @@ class Supervisor:
 
     @guarded
     async def owner(self, job_id: str) -> str | None:
-        """The job's caller_id ("" when none); JobNotFound when there is no such job."""
+        """The job's caller_id ("" when none: an outside producer's job, an
+        admin's alone); JobNotFound when there is no such job. One round trip
+        either way, so a missing job and another caller's take the same time."""
         status, caller = await self.redis.hmget(keys.job(job_id), "status", "caller_id")
         if status is None:
             raise JobNotFound(job_id)

@@ -109,12 +109,17 @@ class _Protocol(asyncio.Protocol):
 class Wire:
     """One multiplexed connection to the Redis at ``url``; see the module docstring."""
 
-    def __init__(self, url: str, name: str, *, on_push: Push | None = None) -> None:
+    def __init__(
+        self, url: str, name: str, *, on_push: Push | None = None, track: Sequence[str] = ()
+    ) -> None:
         self._url = url
         self._name = f"hero-gateway/{name}"
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Lock | None = None
         self._on_push = on_push
+        self._track = track
+        #: Whether Redis agreed to tell this connection of changes under ``track``.
+        self.tracking = False
         self._closed = False
 
     async def execute_command(self, *args: Any) -> Any:
@@ -215,6 +220,7 @@ class Wire:
         try:
             for future in protocol.send(handshake):
                 await future
+            self.tracking = bool(self._track) and await _track(protocol, self._track)
         except BaseException as exc:
             if protocol.transport is not None:
                 protocol.transport.close()
@@ -223,6 +229,34 @@ class Wire:
             raise
         protocol.on_push = self._on_push  # the handshake was answered as ordinary replies
         return protocol
+
+
+async def _track(protocol: _Protocol, prefixes: Sequence[str]) -> bool:
+    """Broadcast tracking of the keys under ``prefixes``, redirected to this same
+    connection, subscribed to ``INVALIDATE``: Redis names every such key
+    written by anyone (no keyspace notifications, so no server setting).
+    False, with tracking off again, when Redis refuses any of it (an ACL
+    without CLIENT TRACKING or that channel, an old server)."""
+    tracking = False
+    try:
+        (client_id,) = protocol.send([("CLIENT", "ID")])
+        command = ["CLIENT", "TRACKING", "ON", "REDIRECT", await client_id, "BCAST"]
+        for prefix in prefixes:
+            command += ["PREFIX", prefix]
+        (reply,) = protocol.send([command])
+        tracking = await reply == "OK"
+        (reply,) = protocol.send([("SUBSCRIBE", INVALIDATE)])
+        await reply
+    except ResponseError:
+        if tracking:
+            (reply,) = protocol.send([("CLIENT", "TRACKING", "OFF")])
+            await reply
+        return False
+    return True
+
+
+#: The channel on which a tracking connection in RESP2 hears of written keys.
+INVALIDATE = "__redis__:invalidate"
 
 
 #: TCP keepalive: idle seconds before the first probe, seconds between probes,
@@ -262,9 +296,21 @@ class Subscriber:
     means for it.
     """
 
-    def __init__(self, url: str, name: str, on_message: Callable[[str, str], None]) -> None:
-        self._wire = Wire(url, name, on_push=self._push)
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        on_message: Callable[[str, str], None],
+        *,
+        track: Sequence[str] = (),
+        on_written: Callable[[list[str] | None], None] | None = None,
+    ) -> None:
+        """``track``: key prefixes whose writes are reported to ``on_written``
+        (the keys, or None when the whole database was flushed), on every
+        connection Redis allows it; see ``tracking``."""
+        self._wire = Wire(url, name, on_push=self._push, track=track)
         self._on_message = on_message
+        self._on_written = on_written
         self._unconfirmed = 0
         self._confirmed: asyncio.Future[None] | None = None
 
@@ -277,12 +323,19 @@ class Subscriber:
             raise RedisConnectionError("connection to Redis lost")
         return lost
 
+    @property
+    def tracking(self) -> bool:
+        """Whether Redis tracks the prefixes for this connection (after ``subscribe``)."""
+        return self._wire.tracking
+
     async def aclose(self) -> None:
         await self._wire.aclose()
 
     def _push(self, reply: list[Any]) -> None:
         kind = reply[0] if isinstance(reply, list) and reply else None
-        if kind == "message":
+        if kind == "message" and reply[1] == INVALIDATE and self._on_written is not None:
+            self._on_written(reply[2])
+        elif kind == "message":
             self._on_message(reply[1], reply[2])
         elif kind == "subscribe":
             self._unconfirmed -= 1

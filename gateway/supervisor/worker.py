@@ -6,6 +6,16 @@ Function call); an idle one waits for a wake-up that ``dispatch`` publishes
 on its type's channel, naming the queue, so nothing polls and an actor is
 woken only by work it may take (not by every event of every job).
 
+That PUBLISH is a speed-up, not the only way to learn of work: a producer we
+did not write just LPUSHes. So the wake-up connection also asks Redis to
+track the type's queue keys (CLIENT TRACKING in broadcast mode, which needs
+no server setting, unlike keyspace notifications): Redis names every queue
+key written by anyone, and an actor with room looks (one EXISTS over its
+queues, since most such writes are other actors' pops) and claims. The pop
+itself stays the atomic claim into the held list. Where Redis refuses
+tracking, or ``HERO_QUEUE_POLL`` asks for it, the actor looks every so often
+instead. bench/interop.py measures both (idle cost, pickup latency).
+
 An actor that found nothing while it had room is also on its type's idle
 list, so the next dispatch hands it the job directly: already claimed, the
 claim row published on the instance's own channel (``handed``), saving the
@@ -38,6 +48,9 @@ from gateway import __version__
 from gateway.config import Config
 from gateway.supervisor import connection, keys, library, presence
 from gateway.supervisor.wire import Subscriber, Wire
+
+#: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
+FALLBACK_POLL = 0.025
 
 log = logging.getLogger("gateway.supervisor.worker")
 
@@ -120,6 +133,7 @@ class ActorLink:
         parts = [self.name, self._held, self._ctl, self._lease, self._channel]
         self._record = "" if self.stream else "\n".join(parts)
         self._cycle_keys = [self._held, self._idle, *self._queues]
+        self._queues_set = frozenset(self._queues)
         self._handed: list[Claimed] = []
         self._adopted: set[str] = set()
         #: Held jobs may be unknown to this process: at start, after a lost
@@ -142,11 +156,22 @@ class ActorLink:
         self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
         #: hero_cycle, the actor's one call per job, on a connection of its own
         self._wire = Wire(config.redis, "actor-jobs")
-        self._waker = Subscriber(config.redis, "actor-waker", self._on_message)
+        #: Jobs pushed by anyone are found by watching the list queues; stream
+        #: mode keeps its PUBLISH wake-ups (every read and ack writes the stream).
+        self._watch = not self.stream
+        self._poll = config.queue_poll
+        track = (keys.work_queue(script_type),) if self._watch and not self._poll else ()
+        self._waker = Subscriber(
+            config.redis, "actor-waker", self._on_message, track=track, on_written=self._on_written
+        )
+        self._written = asyncio.Event()  # Redis named one of our queues as written
+        self._room = asyncio.Event()  # the last cycle claimed less than it wanted
+        self._settle: asyncio.TimerHandle | None = None
         self._control = Wire(config.redis, "actor-control")
         self._on_stop = on_stop
         self._work = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._obeying: asyncio.Task[None] | None = None
         self._closed = False
 
     async def open(self) -> None:
@@ -157,17 +182,20 @@ class ActorLink:
             asyncio.create_task(self._wake_on_dispatch(), name="actor-waker"),
             asyncio.create_task(self._heartbeat(), name="actor-heartbeat"),
         ]
-        if self._on_stop is not None:
-            self._tasks.append(asyncio.create_task(self._obey_control(self._on_stop)))
+        if self._watch:
+            self._tasks.append(asyncio.create_task(self._watch_queues(), name="actor-watch"))
+        if self._on_stop is not None:  # ended by closing its connection, not cancelled
+            self._obeying = asyncio.create_task(self._obey_control(self._on_stop))
 
     async def close(self) -> None:
         self._closed = True
+        if self._settle is not None:
+            self._settle.cancel()
         if self._tasks:  # opened
-            waker, heartbeat, *_ = self._tasks
-            heartbeat.cancel()
-            waker.cancel()
-            await self._control.aclose()  # fails its blocked read at once
             for task in self._tasks:
+                task.cancel()
+            await self._control.aclose()  # fails its blocked read at once
+            for task in [*self._tasks, *([self._obeying] if self._obeying else [])]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             with contextlib.suppress(*connection.UNAVAILABLE):
@@ -189,17 +217,24 @@ class ActorLink:
         a job handed over directly (see ``handed``); only for a link whose
         caller runs what ``handed`` returns."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
+        self._written.clear()  # the claim looks at every queue: a write after this counts
+        self._room.clear()
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
         args: list[str | int] = [self.name, self._ctl, self._lease, want, self.consumer, idle_ms]
         # only while subscribed: a handoff published before that would be lost
-        args += [self._record if accept_handoff and self._listening else "", len(outcomes)]
+        args += [self._record if accept_handoff and self._listening else ""]
+        args += [int(self._config.outside_grace * 1000), len(outcomes)]
         for o in outcomes:
             entry = self._entries.get(o.job_id, "")
             args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
-        rows = await library.call(
+        rows, settle_ms = await library.call(
             self._wire, self._config, "hero_cycle", *args, key_names=self._cycle_keys
         )
+        if settle_ms:  # an outside job id waits for its hash: look again when its grace ends
+            if self._settle is not None:
+                self._settle.cancel()
+            self._settle = asyncio.get_running_loop().call_later(settle_ms / 1000, self._work.set)
         for o in outcomes:
             self._entries.pop(o.job_id, None)
         if reclaim:
@@ -209,6 +244,8 @@ class ActorLink:
             claimed.append(Claimed.from_row(row))
             if row[-1]:
                 self._entries[row[0]] = row[-1]
+        if len(claimed) < want:
+            self._room.set()
         return claimed
 
     def handed(self) -> list[Claimed]:
@@ -310,6 +347,13 @@ class ActorLink:
                 continue
             # Redis now delivers to us: handoffs may be accepted from here on
             self._listening = True
+            if self._watch and not self._poll and not self._waker.tracking:
+                log.warning(
+                    "redis refused CLIENT TRACKING; looking at the queues instead",
+                    extra={"every_s": FALLBACK_POLL},
+                )
+                self._poll = FALLBACK_POLL
+                self._written.set()  # the watch may wait for a write: poll from now on
             self._work.set()  # whatever was dispatched while we were away
             if not first:
                 self.adopt_due = True  # a handoff may have been published meanwhile
@@ -318,6 +362,27 @@ class ActorLink:
                 await lost
             finally:
                 self._listening = False
+
+    def _on_written(self, written: list[str] | None) -> None:
+        if written is None or not self._queues_set.isdisjoint(written):
+            self._written.set()
+
+    async def _watch_queues(self) -> None:
+        """Set the work flag when a queue this actor pops holds a job, whoever
+        pushed it: looked at when Redis names one as written (or every
+        ``poll`` seconds without tracking), only while the actor has room."""
+        while not self._closed:
+            try:
+                if self._poll:
+                    await asyncio.sleep(self._poll)
+                else:
+                    await self._written.wait()
+                await self._room.wait()
+                self._written.clear()
+                if await self._wire.execute_command("EXISTS", *self._queues):
+                    self._work.set()
+            except connection.UNAVAILABLE:
+                await asyncio.sleep(0.5)
 
     def _on_message(self, channel: str, data: str) -> None:
         if channel == self._channel:

@@ -7,7 +7,9 @@
 -- indexes and appends exactly one entry to the events stream.
 --
 -- Common ARGV head for every function (H entries): [1] events MAXLEN,
--- [2] "1" when legacy compat is on, [3] retention of ended jobs in seconds
+-- [2] "0" when legacy compat is off, else "1" then the legacy queues of each
+-- type that has its own (";type=kind+kind", kinds work_queue and actor_queue;
+-- a type not named uses work_queue), [3] retention of ended jobs in seconds
 -- (0 keeps them), [4] retry backoff base and [5] cap in seconds, [6] a uniform
 -- random number in [0, 1) for the backoff jitter (drawn by the caller: scripts
 -- must stay deterministic), [7] MAXLEN of the dead-letter streams.
@@ -30,6 +32,9 @@ local IDX_TYPE = '{{INDEX_TYPE}}'
 local IDX_CALLER = '{{INDEX_CALLER}}'
 local REPLY = '{{REPLY}}'
 local LEGACY_WORK = '{{LEGACY_WORK}}'
+local LEGACY_ACTOR = '{{LEGACY_ACTOR}}'
+local WORK = '{{WORK}}'
+local ORPHANS = '{{ORPHANS}}'
 local LEGACY_STOP = '{{LEGACY_STOP}}'
 local LOGS = '{{LOGS}}'
 local QUEUES = '{{QUEUES}}'
@@ -69,12 +74,24 @@ local function iso(sec, usec)
     floor(rem / 3600), floor(rem % 3600 / 60), rem % 60, floor(usec / 1000))
 end
 
+-- The legacy queue kinds per script type, from head entry [2].
+local function legacy_kinds(spec)
+  local kinds = {}
+  for t, list in string.gmatch(spec, ';([^;=]+)=([^;]*)') do
+    kinds[t] = {}
+    for kind in string.gmatch(list, '[^+]+') do table.insert(kinds[t], kind) end
+  end
+  return kinds
+end
+
 local function context(args)
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local compat = args[2] ~= '0' and args[2] ~= ''
   return {
     maxlen = args[1],
-    compat = args[2] == '1',
+    compat = compat,
+    legacy = compat and legacy_kinds(args[2]) or {},
     ttl = tonumber(args[3]),
     retry_base = tonumber(args[4]),
     retry_max = tonumber(args[5]),
@@ -174,13 +191,22 @@ local function set_status(ctx, id, old, new, extra, err, event)
 end
 
 local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
-  'context_id', 'attempt', 'retries', 'group', 'instance'}
+  'context_id', 'attempt', 'retries', 'group', 'instance', 'legacy'}
+
+-- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
+local function legacy_copies(recorded)
+  local out = {}
+  for q in string.gmatch(recorded or '', '[^\n]+') do out[#out + 1] = q end
+  return out
+end
 
 -- Mark a claimed job started by this actor; the row the actor runs it from.
+-- Its copies in legacy queues go: an outside actor must not pop it after this.
 local function take(ctx, id, old, who, event, entry)
   local jk = JOB .. id
   redis.call('HINCRBY', jk, 'attempt', 1)
   local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+  for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
@@ -239,8 +265,16 @@ local function dispatch(ctx, id, old, route)
     redis.call('PUBLISH', WAKE .. f[3], f[1])
   end
   if ctx.compat then
-    local target = (f[2] and f[2] ~= '') and f[2] or f[3]
-    redis.call('LPUSH', LEGACY_WORK .. target, id)
+    local copies = {}
+    for _, kind in ipairs(ctx.legacy[f[3]] or {'work_queue'}) do
+      if kind == 'actor_queue' then
+        copies[#copies + 1] = LEGACY_ACTOR .. f[3]
+      else
+        copies[#copies + 1] = LEGACY_WORK .. ((f[2] and f[2] ~= '') and f[2] or f[3])
+      end
+      redis.call('LPUSH', copies[#copies], id)
+    end
+    redis.call('HSET', JOB .. id, 'legacy', table.concat(copies, '\n'))
   end
   set_status(ctx, id, old, 'dispatched')
   return f[1]
@@ -379,19 +413,31 @@ local function start(ctx, id, known)
 end
 
 -- Create one job (and start it when asked). `fields`: flat field, value list.
+-- A job submitted with a caller_id sees only that caller's jobs: an id held
+-- by anyone else is 'taken' (existence is all it learns), a prerequisite of
+-- anyone else's is as unknown as a missing one. Without a caller_id (an
+-- admin, an outside producer) every job is visible. Starting an existing
+-- created job happens here too, so no race lets a caller start another's.
 local function submit(ctx, id, start_now, prereq_json, fields)
   local jk = JOB .. id
-  local existing = redis.call('HMGET', jk, 'status', 'queue')
-  if existing[1] then return {'exists', existing[1], existing[2] or ''} end
+  local given = {}
+  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
+  local owner = given.caller_id or ''
+  local existing = redis.call('HMGET', jk, 'status', 'queue', 'caller_id')
+  if existing[1] then
+    if owner ~= '' and existing[3] ~= owner then return {'taken'} end
+    if start_now and existing[1] == 'created' then return start(ctx, id) end
+    return {'exists', existing[1], existing[2] or ''}
+  end
   local prereqs = decode_list(prereq_json)
   for _, p in ipairs(prereqs) do
-    if p == id then return {'bad_prerequisite', p} end
-    if redis.call('EXISTS', JOB .. p) == 0 then return {'bad_prerequisite', p} end
+    if p == id or redis.call('EXISTS', JOB .. p) == 0
+        or (owner ~= '' and redis.call('HGET', JOB .. p, 'caller_id') ~= owner) then
+      return {'bad_prerequisite', p}
+    end
   end
   redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
     'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
-  local given = {}
-  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
   f[6] = '0'
@@ -439,10 +485,150 @@ local function hero_start(_, args)
   return start(context(args), args[H + 1])
 end
 
+-- Jobs from producers we did not write ----------------------------------------
+-- Any Hero client may HSET a job hash and LPUSH its id onto a work queue. The
+-- hash may lack every field of ours, carry fields we do not know, or come
+-- after the id. An actor that pops such an id adopts the job: defaults for
+-- what is missing, the indexes, and the events a job of ours has, so it shows
+-- in job.get, job.list, queue.stats, subscriptions and the archive.
+
+-- The statuses in which an outside producer leaves a job for an actor.
+local OUTSIDE_WAITING = {created = true, dispatched = true, queued = true}
+
+local function outside_waiting(status)
+  return not status or status == '' or OUTSIDE_WAITING[string.lower(status)] == true
+end
+
+-- The parts of a canonical work queue key (as keys.parse_work_queue).
+local function queue_parts(q)
+  local parts = {}
+  for p in string.gmatch(string.sub(q, #WORK + 1), '[^:]+') do parts[#parts + 1] = p end
+  local r = {script_type = parts[1] or '', group = '', inst = '', prio = '1'}
+  for i = 2, #parts - 1, 2 do r[parts[i]] = parts[i + 1] end
+  return r
+end
+
+-- A whole number in [low, high] as text, else `default`.
+local function whole(text, default, low, high)
+  local n = tonumber(text)
+  if n and n == floor(n) and n >= low and n <= high then return string.format('%d', n) end
+  return default
+end
+
+-- `text` when it is JSON of the wanted kind ('object': of strings; 'array': of
+-- strings), `empty` when absent, nil when malformed.
+local function json_of(text, kind, empty)
+  if not text or text == '' then return empty end
+  local ok, v = pcall(cjson.decode, text)
+  if not ok or type(v) ~= 'table' then return nil end
+  for k, item in pairs(v) do
+    if type(item) ~= 'string' or (kind == 'object') ~= (type(k) == 'string') then return nil end
+  end
+  return next(v) == nil and empty or text
+end
+
+local function some(value, default)
+  return (value and value ~= '') and value or default
+end
+
+local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 'timeout',
+  'retries', 'created_at', 'env_vars', 'prerequisites', 'concurrent', 'caller_id'}
+
+-- Fill in what a job of ours has, index the job and emit its `created` event.
+-- The caller_id stays as the producer left it: none means admins only.
+-- Returns why the job cannot run, or nil.
+local function adopt(ctx, id, q)
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, unpack(ADOPT_FIELDS))
+  local from = queue_parts(q)
+  local script_type = some(f[2], from.script_type)
+  local env = json_of(f[9], 'object', '{}')
+  local created = f[8]
+  if not (created and string.find(created, '^%d%d%d%d%-%d%d%-%d%dT')) then created = ctx.iso end
+  redis.call('HSET', jk, 'id', id, 'queue', q, 'attempt', '0', 'script_type', script_type,
+    'group', some(f[3], from.group), 'instance', some(f[4], from.inst),
+    'priority', whole(f[5], from.prio, 0, 2), 'timeout', whole(f[6], '300', 1, 2 ^ 31),
+    'retries', whole(f[7], '0', 0, 1000), 'created_at', created, 'env_vars', env or '{}',
+    'prerequisites', json_of(f[10], 'array', '[]') or '[]', 'dependents', '[]',
+    'concurrent', f[11] == 'true' and 'true' or 'false')
+  redis.call('ZADD', IDX_ALL, ctx.ms, id)
+  redis.call('ZADD', IDX_TYPE .. script_type, ctx.ms, id)
+  if some(f[12]) then redis.call('ZADD', IDX_CALLER .. f[12], ctx.ms, id) end
+  redis.call('SADD', QUEUES, q)
+  ctx.seen[id] = nil
+  set_status(ctx, id, nil, 'created')
+  if not f[1] then return 'the job hash has no script' end
+  if not env then return 'env_vars is not a JSON object of strings' end
+  return nil
+end
+
+local function push_reply(ctx, id, status, output, err)
+  local rk = REPLY .. id
+  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
+end
+
+-- An adopted job that cannot run ends in error, its reason as the error.
+local function reject(ctx, id, reason)
+  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
+  push_reply(ctx, id, 'error', '', reason)
+  on_terminal(ctx, id, 'error')
+end
+
+-- An id popped from `q` into `held`: the row to run it from, or nil. An
+-- outside id whose hash (or script) is not there yet is parked for
+-- `grace_ms`, since its producer may LPUSH before it HSETs.
+local function claim_one(ctx, held, who, q, id, grace_ms)
+  if redis.call('ZSCORE', IDX_ALL, id) then
+    if redis.call('HGET', JOB .. id, 'status') == 'dispatched' then
+      return take(ctx, id, 'dispatched', who)
+    end
+  else
+    local f = redis.call('HMGET', JOB .. id, 'status', 'script')
+    if f[2] and outside_waiting(f[1]) then
+      local reason = adopt(ctx, id, q)
+      if not reason then
+        set_status(ctx, id, 'created', 'dispatched')
+        return take(ctx, id, 'dispatched', who)
+      end
+      reject(ctx, id, reason)
+    elseif outside_waiting(f[1]) then
+      redis.call('ZADD', ORPHANS, ctx.ms + grace_ms, cjson.encode({id = id, queue = q}))
+    end  -- else another actor runs it, or ran it
+  end
+  redis.call('LREM', held, 1, id)
+  return nil
+end
+
+-- Parked ids whose grace is over: queued again when their job is complete
+-- now, else failed with the reason.
+local function settle(ctx, limit)
+  local due = redis.call('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
+  for _, raw in ipairs(due) do
+    redis.call('ZREM', ORPHANS, raw)
+    local o = cjson.decode(raw)
+    local f = redis.call('HMGET', JOB .. o.id, 'status')
+    if not redis.call('ZSCORE', IDX_ALL, o.id) and outside_waiting(f[1]) then
+      local missing = redis.call('EXISTS', JOB .. o.id) == 0
+      local reason = adopt(ctx, o.id, o.queue)
+      if missing then reason = 'no job hash for the id popped from ' .. o.queue end
+      if reason then reject(ctx, o.id, reason) else dispatch(ctx, o.id, 'created') end
+    end
+  end
+  return #due
+end
+
+-- Milliseconds until the next parked id is due (0: none parked).
+local function settle_due(ctx)
+  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+  if #first == 0 then return 0 end
+  return math.max(tonumber(first[2]) - ctx.ms, 1)
+end
+
 -- Pop up to `count` jobs in queue order into the held list and mark them
 -- started by `who.actor`. Stale ids (stopped, deleted, taken through another
--- queue) are dropped on the way.
-local function claim(ctx, held, who, count, queues, out)
+-- queue) are dropped on the way; outside ones are adopted (claim_one).
+local function claim(ctx, held, who, count, queues, grace_ms, out)
   -- One call instead of a pop per queue when all are empty (an idle actor's cycle).
   if count <= 0 or #queues == 0 or redis.call('EXISTS', unpack(queues)) == 0 then
     return out
@@ -451,11 +637,7 @@ local function claim(ctx, held, who, count, queues, out)
     while #out < count do
       local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
       if not id then break end
-      if redis.call('HGET', JOB .. id, 'status') == 'dispatched' then
-        out[#out + 1] = take(ctx, id, 'dispatched', who)
-      else
-        redis.call('LREM', held, 1, id)
-      end
+      out[#out + 1] = claim_one(ctx, held, who, q, id, grace_ms)
     end
   end
   return out
@@ -547,42 +729,47 @@ local function finish(ctx, held, who, r)
   end
   set_status(ctx, id, 'started', r.status,
     {'output', r.output, 'error', r.error, 'finished_at', ctx.iso, 'log_path', r.log_path}, r.error)
-  local rk = REPLY .. id
-  redis.call('LPUSH', rk,
-    cjson.encode({job_id = id, status = r.status, output = r.output, error = r.error}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
+  push_reply(ctx, id, r.status, r.output, r.error)
   on_terminal(ctx, id, r.status, dependents)
   return 1
 end
 
 -- One round trip per cycle for a busy actor: report what finished, promote
--- due retries, take what is next.
+-- due retries and parked outside ids, take what is next.
 -- An actor that finds nothing while it has room leaves its record in the
 -- type's idle list (see hand_off); every cycle first takes it out again.
 -- KEYS: held, idle list, then the queues in pop order (stream mode: the one
 --       work stream);
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
 --       mode; "" for lists), reclaim idle ms (0: don't reclaim), idle record
---       ("": none), n_results, (id, status, output, error, log_path, stream entry)*
+--       ("": none), outside grace ms, n_results,
+--       (id, status, output, error, log_path, stream entry)*
+-- Returns the claimed rows and the ms until a parked id is due (0: none), so
+-- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
   local ctx = context(args)
   local held, idle, record = keys[1], keys[2], args[H + 7]
   local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
-  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 8])
+  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 9])
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
   if record ~= '' then redis.call('LREM', idle, 0, record) end
   for i = 0, n - 1 do
-    local b = H + 9 + i * 6
+    local b = H + 10 + i * 6
     finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
       error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
-  if who.consumer then return claim_stream(ctx, who.stream, who, count, idle_ms, {}) end
-  local queues = {}
-  for i = 3, #keys do queues[#queues + 1] = keys[i] end
-  local out = claim(ctx, held, who, count, queues, {})
-  if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
-  return out
+  settle(ctx, 100)
+  local out
+  if who.consumer then
+    out = claim_stream(ctx, who.stream, who, count, idle_ms, {})
+  else
+    local queues = {}
+    for i = 3, #keys do queues[#queues + 1] = keys[i] end
+    out = claim(ctx, held, who, count, queues, tonumber(args[H + 8]), {})
+    if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
+  end
+  return {out, settle_due(ctx)}
 end
 
 -- Stream mode, on every heartbeat: reset the idle time of the entries this
@@ -630,7 +817,8 @@ local function hero_stop(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode')
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
+    'legacy')
   local st = f[1]
   if not st then return {'not_found'} end
   if TERMINAL[st] then return {'invalid_state', st} end
@@ -639,10 +827,7 @@ local function hero_stop(_, args)
     -- undelivered entry would make the group's lag unknowable)
     if f[2] and f[6] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
     redis.call('ZREM', DELAYED, id)
-    if ctx.compat then
-      local target = (f[4] and f[4] ~= '') and f[4] or f[5]
-      redis.call('LREM', LEGACY_WORK .. target, 0, id)
-    end
+    for _, q in ipairs(legacy_copies(f[7])) do redis.call('LREM', q, 0, id) end
   else
     local msg = cjson.encode({action = 'stop', job_id = id})
     if f[3] and f[3] ~= '' then redis.call('LPUSH', f[3], msg) end
@@ -660,9 +845,10 @@ end
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode')
+  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
   if not f[1] then return 0 end
   if f[2] and f[5] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
+  for _, q in ipairs(legacy_copies(f[6])) do redis.call('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
   redis.call('ZREM', IDX_STATUS .. f[1], id)
   redis.call('ZREM', IDX_TYPE .. f[3], id)
@@ -774,7 +960,8 @@ end
 
 -- ARGV: head
 local function hero_promote(_, args)
-  return promote(context(args), 1000)
+  local ctx = context(args)
+  return promote(ctx, 1000) + settle(ctx, 1000)
 end
 
 -- A status written straight into the hash by an actor we did not write:
