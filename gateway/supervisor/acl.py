@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands
+from gateway.supervisor.wire import INVALIDATE
 
 STAR = "*"
 
@@ -32,7 +33,11 @@ ACTOR_KEYS = (
     keys.job(STAR),
     keys.EVENTS,
     keys.ENDED,
+    keys.INDEX_ALL,  # a job an outside producer pushed is indexed when claimed
     keys.index_status(STAR),
+    keys.index_type(STAR),
+    keys.index_caller(STAR),
+    keys.ORPHANS,  # an outside id popped before its hash exists waits there
     keys.EXPIRING,
     keys.QUEUES,
     keys.DELAYED,
@@ -47,12 +52,15 @@ ACTOR_KEYS = (
     keys.dlq(STAR),
     keys.dlq_stream(STAR),
     keys.presence(STAR, STAR, STAR),
-    keys.legacy_work(STAR),  # compat mode: a finished job dispatches its dependents there too
+    # compat mode: a dispatch pushes copies there too, and a claim removes them
+    keys.legacy_work(STAR),
+    keys.legacy_actor_queue(STAR),
 )
 
-#: Pub/sub channels an actor listens on (wake-ups, handoffs) or publishes to
-#: (a dispatch inside ``hero_cycle`` wakes the type's actors).
-ACTOR_CHANNELS = (keys.wake(STAR), keys.handoff(STAR, STAR, STAR))
+#: Pub/sub channels an actor listens on (wake-ups, handoffs, Redis's own
+#: invalidation channel for the queues it tracks) or publishes to (a
+#: dispatch inside ``hero_cycle`` wakes the type's actors).
+ACTOR_CHANNELS = (keys.wake(STAR), keys.handoff(STAR, STAR, STAR), INVALIDATE)
 
 #: The Functions an actor calls (hero.lua); no other FCALL is allowed.
 ACTOR_FUNCTIONS = ("hero_cycle", "hero_stream_touch", "hero_stream_leave")
@@ -63,16 +71,18 @@ ACTOR_COMMANDS = (
     # connection: wire.Wire names its connections and selects the URL's
     # database; redis-py's pool checks idle ones with PING
     "ping", "select", "client|setname",
+    # a queue written by anyone wakes an idle actor (wire.py: broadcast tracking)
+    "client|id", "client|tracking",
     # presence, logs, idle list, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
     "subscribe",
     # the container health check lists presence (deploy/docker/healthcheck.py)
-    "zrange", "mget",
+    "mget",
     # stream mode: the consumer's own deliveries
     "xreadgroup", "xack", "xdel",
     # inside hero_cycle, hero_stream_touch and hero_stream_leave
     "time", "exists", "hget", "hset", "hincrby", "expire",
-    "lpush", "rpop", "lmove", "sadd", "zrangebyscore", "publish",
+    "lpush", "rpop", "lmove", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
 
