@@ -125,13 +125,15 @@ async def test_an_actor_user_waits_for_a_gateway_to_load_lost_functions(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("stream_types", [(), ("osis",)], ids=["lists", "stream"])
 async def test_a_real_actor_on_the_actor_user_serves_jobs(
-    locked: EmbeddedRedis, tmp_path: Path
+    locked: EmbeddedRedis, tmp_path: Path, stream_types: tuple[str, ...]
 ) -> None:
     gateway_url = url_as(locked, "hero-gateway", PASSWORDS["HERO_ACL_GATEWAY_PASSWORD"])
     actor_url = url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])
     config = Config(redis_url=gateway_url, log_dir=str(tmp_path / "logs"), presence_ttl=2,
-                    retry_base=0.05, retry_max=0.2, watch_interval=0.05)  # fmt: skip
+                    retry_base=0.05, retry_max=0.2, watch_interval=0.05,
+                    stream_types=stream_types)  # fmt: skip
     log_path = tmp_path / "actor.log"
     sup = await Supervisor.connect(config)
     sup.maintenance._interval = 0.2
@@ -140,6 +142,7 @@ async def test_a_real_actor_on_the_actor_user_serves_jobs(
             Config(redis_url=actor_url, log_dir=config.log_dir, presence_ttl=2),
             "--script-type", "osis", "--handler", "tests.fault_handlers:deadly",
             "--concurrency", "4", log=log, HERO_LOG_LEVEL="info",
+            HERO_STREAM_TYPES=",".join(stream_types),
         )  # fmt: skip
     try:
 

@@ -96,8 +96,8 @@ GATEWAY_DENIED = (
 
 @dataclass(frozen=True)
 class Role:
-    """One Redis user: its default name, where its password comes from, and
-    its rules without the password."""
+    """One Redis user: its name, where its password comes from (``password_env``)
+    and its rules without the password."""
 
     role: str
     user: str
