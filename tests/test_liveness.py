@@ -252,5 +252,6 @@ async def test_a_presence_only_outside_actor_is_listed_and_counted(
         status, body = http_get(f"{server.http}/metrics")
         assert status == 200
         assert 'hero_actors{script_type="rustosis"} 1.0' in body.decode()
+        assert '"redis_user": "default"' in server.log()  # the gateway says who it is
     finally:
         actor.close()
