@@ -347,8 +347,10 @@ async def test_list_pages_newest_first_without_gaps_or_repeats(sup: Supervisor) 
 
 
 async def test_list_rejects_bad_arguments(sup: Supervisor) -> None:
-    with pytest.raises(InvalidParams):
-        await sup.list_jobs(cursor="garbage")
+    # forged cursors: a score Redis refuses as a bound, ids that are no identifier
+    for cursor in ("garbage", "nan:x", "inf:x", "5e12:a b*", "5e12:bob-job-1\n", "5e12:"):
+        with pytest.raises(InvalidParams):
+            await sup.list_jobs(cursor=cursor)
     with pytest.raises(InvalidParams):
         await sup.list_jobs(status="bogus")
     with pytest.raises(InvalidParams):

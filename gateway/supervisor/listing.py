@@ -8,6 +8,8 @@ while jobs are added.
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -30,11 +32,16 @@ def _index(status: str | None, script_type: str | None, caller_id: str | None) -
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
+    """(score, job id) of a cursor this server returned; anything else is
+    InvalidParams. The score must be finite (Redis refuses ``nan`` as a range
+    bound) and the id a whole identifier, so a forged cursor never reaches
+    Redis as anything but a well-formed range."""
     score, sep, job_id = cursor.partition(":")
     try:
-        if not sep or not job_id:
+        value = float(score)
+        if not sep or not math.isfinite(value) or not re.fullmatch(keys.IDENT_PATTERN, job_id):
             raise ValueError
-        return float(score), job_id
+        return value, job_id
     except ValueError:
         raise InvalidParams("cursor is not one this server returned") from None
 
