@@ -109,3 +109,21 @@ async def test_method_by_identity(server: Server, keyring: dict[str, str], metho
 def test_every_method_declares_a_known_scope() -> None:
     for method in contract.method_names():
         assert contract.scope(method) in {"public", "user", "owner", "admin"}, method
+
+
+@pytest.mark.parametrize(
+    "method", [m for m in contract.method_names() if contract.scope(m) != "public"]
+)
+async def test_identity_is_checked_before_params(
+    server: Server, keyring: dict[str, str], method: str
+) -> None:
+    """A caller without the right identity learns nothing of a method's params:
+    broken params still get the access error, not -32602."""
+    bad = {"no_such_param": object.__name__}
+    async with Rpc.connect(server.ws) as client:
+        response = await client.request(method, bad)
+    assert response["error"]["code"] == -32004, response
+    if contract.scope(method) == "admin":
+        async with Rpc.connect(server.ws, additional_headers=auth.bearer(keyring["alice"])) as c:
+            response = await c.request(method, bad)
+        assert response["error"]["code"] == -32005, response

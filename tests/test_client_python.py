@@ -204,10 +204,35 @@ async def test_subscribe_delivers_a_jobs_events_in_order(
         async with hero.subscribe(job_ids=[job_id], since="0") as stream:
             await hero.job_start(job_id)
             events = await events_of(stream, job_id)
-        assert [e["event"] for e in events] == LIFECYCLE  # only that job's
+        # only that job's (its print is a `log` event too if it outlived the first look)
+        assert [e["event"] for e in events if e["event"] != "log"] == LIFECYCLE
         ids = [e["id"] for e in events]
         assert ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
         assert stream.last_id == ids[-1]
+
+
+async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
+    gateway: RunningGateway, python_actor: Actor
+) -> None:
+    script = "import time\nprint('a')\ntime.sleep(0.6)\nprint('b')\ntime.sleep(0.6)\n1/0"
+    async with HeroClient(gateway.ws_url) as hero:
+        job_id = (await hero.job_create({"script": script, "script_type": "python"}))["job_id"]
+        async with hero.subscribe(job_ids=[job_id]) as stream:
+            await hero.job_start(job_id)
+            events = []
+            async for event in stream:
+                events.append(event)
+                if event["event"] == "log" and event.get("lines") == "a":
+                    assert (await hero.job_status(job_id))["status"] == "started"
+                    assert (await hero.job_logs(job_id))["logs"] == "a\n"
+                if event["event"] == "error":
+                    break
+        lines = "\n".join(e["lines"] for e in events if e["event"] == "log").split("\n")
+        assert lines[:2] == ["a", "b"] and lines[-1] == "ZeroDivisionError: division by zero"
+        assert events[-1]["output"] == "a\nb\n"
+        result = await hero.job_output(job_id)
+        assert result["output"] == "a\nb\n"
+        assert (result["error"] or "").endswith("ZeroDivisionError: division by zero")
 
 
 # -- auth ------------------------------------------------------------------------------------
@@ -273,8 +298,10 @@ async def test_subscription_survives_a_gateway_restart(
         await stream.close()
 
     assert hero.reconnects >= 1
-    for job in (before, down, after):
-        assert [e["event"] for e in seen if e["job_id"] == job["job_id"]] == LIFECYCLE
-    assert [e["event"] for e in seen if e["job_id"] == "across"] == LIFECYCLE  # one run
+    # a job's print is also a `log` event when the job outlived the actor's first look
+    for job_id in (before["job_id"], down["job_id"], after["job_id"], "across"):
+        kinds = [e["event"] for e in seen if e["job_id"] == job_id]
+        assert [e for e in kinds if e != "log"] == LIFECYCLE  # "across": one run
+    assert [e["event"] for e in seen if e["job_id"] == "across"].count("log") == 1
     ids = [e["id"] for e in seen]
     assert len(ids) == len(set(ids)), "an event was delivered twice"

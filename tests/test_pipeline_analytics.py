@@ -269,6 +269,38 @@ def test_attempt_pairing_edge_cases(spark: Any, tmp_path: Path) -> None:
     assert jobs["j2"]["created_t"] is None and jobs["j2"]["finished_t"] == START_MS + 500
 
 
+def test_log_and_progress_reports_are_archived_but_not_counted(spark: Any, tmp_path: Path) -> None:
+    """A running job's ``log`` and ``progress`` events are no transitions: the
+    archive keeps them (``lines`` and the rest in ``extra``), the analytics
+    neither count them nor take one for a job's last event."""
+    rows = [
+        ("k1", "dispatched", 0, {}),
+        ("k1", "started", 100, {}),
+        ("k1", "log", 500, {"lines": "line 0\nline 1"}),
+        ("k1", "progress", 600, {"progress": "0.5", "message": "half"}),
+        ("k1", "finished", 1100, {}),
+        ("k2", "dispatched", 0, {}),
+        ("k2", "started", 100, {}),
+        ("k2", "log", 900, {"lines": "still going"}),
+        ("k2", "progress", 950, {"progress": "0.9", "message": ""}),
+    ]
+    batch = EventColumns()
+    for seq, (job, event, t, extra) in enumerate(rows):
+        fields = {"job_id": job, "event": event, "status": "started", "ts": str(START_MS + t)}
+        batch.append(f"{START_MS + t}-{seq}", {**fields, "script_type": "py", **extra})
+    write_events(tmp_path, batch)
+    raw = analytics.read_events(spark, str(tmp_path))
+    logged = raw.where(raw.event == "log").orderBy("event_id").collect()
+    assert [json.loads(r["extra"])["lines"] for r in logged] == ["line 0\nline 1", "still going"]
+    ev = analytics.prepare(raw)
+    attempts = {r["job_id"]: r for r in analytics.attempts(ev).collect()}
+    assert (attempts["k1"]["run_s"], attempts["k1"]["end_event"]) == (1.0, "finished")
+    assert attempts["k2"]["open"]
+    jobs = {r["job_id"]: r for r in analytics.jobs(ev).collect()}
+    assert (jobs["k1"]["outcome"], jobs["k1"]["events"]) == ("finished", 3)
+    assert (jobs["k2"]["outcome"], jobs["k2"]["events"]) == ("running", 2)
+
+
 # -- the archive to the report, through the CLI ------------------------------------------
 
 

@@ -145,7 +145,9 @@ export interface JobStarted {
 export interface JobResult {
   job_id: Ident;
   status: Status;
+  /** What the job produced (a python job: its stdout, at most 1 MiB), also when it failed; null when none. */
   output: string | null;
+  /** Why the job failed (a python job: the tail of its stderr, at most 4 KiB); null when it did not. */
   error: string | null;
 }
 
@@ -203,18 +205,19 @@ export interface Deleted {
 
 export interface JobLogs {
   job_id: Ident;
-  /** The job's log text; null when it has none. */
+  /** The tail of the job's log (a python job: its stdout and stderr), at most 64 KiB. Readable while the job runs (new lines arrive up to 4 times a second) and kept however it ended: finished, error, stopped or timed out. Empty or null when it has none. */
   logs: string | null;
 }
 
 /**
- * One job transition from the events stream. `id` is its stream id: pass the last one you saw
- * as `since` to resume.
+ * One entry of the events stream: a job transition, or what a running job reports (`log`: new
+ * log lines; `progress`: its progress). `id` is its stream id: pass the last one you saw as
+ * `since` to resume, and missed transitions, log lines and progress are replayed.
  */
 export interface Event {
   id: StreamId;
   job_id: Ident;
-  /** The transition, e.g. created, dispatched, started, finished, error, retrying, stopped, timeout, dlq. */
+  /** The transition, e.g. created, dispatched, started, finished, error, retrying, stopped, timeout, dlq; or `log` and `progress` while the job runs (status stays started). */
   event: string;
   status: Status;
   script_type: Ident;
@@ -228,6 +231,12 @@ export interface Event {
   error: string | null;
   /** On a terminal event (finished, error, stopped, timeout, dlq): the job's output, when it is at most 4 KiB. Absent otherwise. */
   output?: string | null;
+  /** On a `log` event: the log lines the running job wrote since its previous `log` event, newline-separated, without a final newline. Sent while the job runs: a job that ends within its first quarter second sends none (`job.logs` has its log). Batched (at most 4 events a second per job) and capped (8 KiB per event, 256 KiB per job; a skipped part is marked in the text; `job.logs` keeps the tail). Absent otherwise. */
+  lines?: string;
+  /** On a `progress` event: how far the running job is, from 0 to 1, as its handler last reported it (the latest report of each quarter second; none from a job that ends within its first). Absent otherwise. */
+  progress?: number;
+  /** On a `progress` event: what the job said it is doing (may be empty). Absent otherwise. */
+  message?: string;
 }
 
 export interface Subscription {

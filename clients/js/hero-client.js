@@ -201,8 +201,10 @@ export function errorFor(code, message, data = null) {
  * @typedef {object} JobResult
  * @property {Ident} job_id
  * @property {Status} status
- * @property {string | null} output
- * @property {string | null} error
+ * @property {string | null} output What the job produced (a python job: its stdout, at most 1
+ *   MiB), also when it failed; null when none.
+ * @property {string | null} error Why the job failed (a python job: the tail of its stderr, at
+ *   most 4 KiB); null when it did not.
  */
 
 /**
@@ -252,17 +254,22 @@ export function errorFor(code, message, data = null) {
 /**
  * @typedef {object} JobLogs
  * @property {Ident} job_id
- * @property {string | null} logs The job's log text; null when it has none.
+ * @property {string | null} logs The tail of the job's log (a python job: its stdout and
+ *   stderr), at most 64 KiB. Readable while the job runs (new lines arrive up to 4 times a
+ *   second) and kept however it ended: finished, error, stopped or timed out. Empty or null when
+ *   it has none.
  */
 
 /**
- * One job transition from the events stream. `id` is its stream id: pass the last one you saw
- * as `since` to resume.
+ * One entry of the events stream: a job transition, or what a running job reports (`log`: new
+ * log lines; `progress`: its progress). `id` is its stream id: pass the last one you saw as
+ * `since` to resume, and missed transitions, log lines and progress are replayed.
  * @typedef {object} Event
  * @property {StreamId} id
  * @property {Ident} job_id
  * @property {string} event The transition, e.g. created, dispatched, started, finished, error,
- *   retrying, stopped, timeout, dlq.
+ *   retrying, stopped, timeout, dlq; or `log` and `progress` while the job runs (status stays
+ *   started).
  * @property {Status} status
  * @property {Ident} script_type
  * @property {string | null} group
@@ -274,6 +281,16 @@ export function errorFor(code, message, data = null) {
  * @property {string | null} error
  * @property {string | null} [output] On a terminal event (finished, error, stopped, timeout,
  *   dlq): the job's output, when it is at most 4 KiB. Absent otherwise.
+ * @property {string} [lines] On a `log` event: the log lines the running job wrote since its
+ *   previous `log` event, newline-separated, without a final newline. Sent while the job runs: a
+ *   job that ends within its first quarter second sends none (`job.logs` has its log). Batched
+ *   (at most 4 events a second per job) and capped (8 KiB per event, 256 KiB per job; a skipped
+ *   part is marked in the text; `job.logs` keeps the tail). Absent otherwise.
+ * @property {number} [progress] On a `progress` event: how far the running job is, from 0 to
+ *   1, as its handler last reported it (the latest report of each quarter second; none from a
+ *   job that ends within its first). Absent otherwise.
+ * @property {string} [message] On a `progress` event: what the job said it is doing (may be
+ *   empty). Absent otherwise.
  */
 
 /**

@@ -1,15 +1,22 @@
-"""What a handler gets: the job, and a place for its log."""
+"""What a handler gets: the job, a place for its log, and a way to report progress."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.actor.livelog import LiveLog
 from gateway.supervisor.worker import Claimed
 
 
 class JobFailed(Exception):
-    """Raised by a handler to end the job with status error and this message."""
+    """Raised by a handler to end the job with status error and this message.
+
+    ``output`` is kept as the failed job's output (e.g. what it printed)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 @dataclass
@@ -18,13 +25,30 @@ class JobContext:
     log_path: Path
     log_tail: int = 65536
     log_text: str = ""
-    _lines: list[str] = field(default_factory=list)
+    #: Set by the runtime: sends new log lines and progress while the job runs.
+    live: LiveLog | None = None
 
     def log(self, line: str) -> None:
-        """Append a line to the job's log (readable through ``job.logs``)."""
-        self._lines.append(line)
+        """Append a line to the job's log (readable through ``job.logs``, live)."""
         with self.log_path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
 
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far the job is, from 0 to 1, and what it is doing.
+
+        Subscribers get it as a ``progress`` event; reports are coalesced to
+        at most a few a second (the latest wins), so calling this often is cheap."""
+        if self.live is None:
+            raise RuntimeError("progress is reported only while the actor runs the job")
+        self.live.progress(fraction, message)
+
     def logs(self) -> str:
-        return self.log_text or "\n".join(self._lines)[-self.log_tail :]
+        """The tail of the job's log (the file holds it all, whatever ended the job)."""
+        if self.log_text:
+            return self.log_text
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(max(0, f.seek(0, 2) - self.log_tail))
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""

@@ -65,9 +65,9 @@ async def run_python(ctx: JobContext) -> str:
             "CONTEXT_ID": job.context_id,
         }
         stdout, stderr = bytearray(), bytearray()
-        with ctx.log_path.open("ab") as log:
+        with ctx.log_path.open("ab", buffering=0) as log:  # live: LiveLog reads it
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-B", str(script),
+                sys.executable, "-I", "-B", "-u", str(script),
                 cwd=workdir, env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -90,10 +90,10 @@ async def run_python(ctx: JobContext) -> str:
         ctx.log_text = ctx.log_path.read_bytes()[-ctx.log_tail :].decode("utf-8", "replace")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if code != 0:
-        tail = stderr.decode("utf-8", "replace").strip()
-        raise JobFailed(tail or f"exit code {code}")
     text = stdout[:MAX_OUTPUT].decode("utf-8", "replace")
     if len(stdout) > MAX_OUTPUT:
         text += f"\n[output cut at {MAX_OUTPUT} bytes]"
+    if code != 0:  # the output is the stdout, the error the stderr's tail
+        tail = stderr.decode("utf-8", "replace").strip()
+        raise JobFailed(tail or f"exit code {code}", output=text)
     return text

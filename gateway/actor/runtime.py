@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gateway import eventloop
 from gateway.actor.context import JobContext, JobFailed
+from gateway.actor.livelog import LiveLog
 from gateway.actor.python_exec import run_python
 from gateway.config import Config
 from gateway.paths import state_dir
@@ -181,6 +182,12 @@ class Actor:
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
         ctx = JobContext(job, self.log_dir / f"{job.job_id}.log")
         log_path = str(ctx.log_path)
+
+        async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
+            await link.report_output(job.job_id, lines, progress, cap=ctx.log_tail, tail=tail)
+
+        ctx.live = LiveLog(ctx.log_path, report)
+        ctx.live.start()
         try:
             async with asyncio.timeout(job.timeout):
                 value = handler(ctx)
@@ -194,14 +201,11 @@ class Actor:
         except asyncio.CancelledError:
             outcome = Outcome(job.job_id, "stopped", "", "stopped", log_path)
         except JobFailed as exc:
-            outcome = Outcome(job.job_id, "error", "", str(exc), log_path)
+            outcome = Outcome(job.job_id, "error", exc.output, str(exc), log_path)
         except Exception as exc:
             log.exception("handler failed", extra={"job_id": job.job_id})
             outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
-        text = ctx.logs()
-        if text:
-            with contextlib.suppress(*UNAVAILABLE):
-                await link.store_logs(job.job_id, text)
+        await ctx.live.close(tail=ctx.logs())
         return outcome
 
 

@@ -470,6 +470,8 @@ for await (const event of events) console.log(event.job_id, event.status);
 - **Errors** derive from `HeroClientError`; server errors are `RpcError` subclasses with `code`
   and `data`. A failed job is a result with `status: "error"`, not an exception.
 - **Subscriptions**: `for await` the stream, or pass `{{ onEvent }}`; `stream.close()` unsubscribes.
+- **Live logs**: while a job runs, its new log lines arrive as `log` events (`event.lines`)
+  and its handler's progress as `progress` events (`event.progress`, `event.message`).
 
 ## Methods
 

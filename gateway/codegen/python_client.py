@@ -670,6 +670,8 @@ async with HeroClient("ws://127.0.0.1:8080/ws", key="<API key>") as hero:
 - **Errors**: every exception derives from `HeroClientError`; server errors are `RpcError`
   subclasses carrying `code` and `data`. A failed job is not an exception: its result has
   `status == "error"`.
+- **Live logs**: while a job runs, its new log lines arrive as `log` events (`event["lines"]`)
+  and its handler's progress as `progress` events (`event["progress"]`, `event["message"]`).
 
 ## Methods
 

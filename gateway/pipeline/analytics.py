@@ -45,6 +45,7 @@ from gateway.pipeline.model import (
     PipelineResult,
     Progress,
 )
+from gateway.supervisor.job import REPORT_EVENTS
 
 EVENT_SCHEMA = T.StructType(
     [
@@ -82,7 +83,8 @@ def read_events(spark: SparkSession, path: str, since_ms: int | None = None) -> 
 
 
 def prepare(raw: DataFrame) -> DataFrame:
-    """Unique, valid events with ``t`` (ms), order key ``o`` and job-level type and group.
+    """Unique, valid transitions with ``t`` (ms), order key ``o`` and job-level type
+    and group (a running job's ``log`` and ``progress`` reports are left out).
 
     One shuffle and one sort: events are partitioned by job id (duplicates share
     it) and sorted by ``(job_id, o, event_id)``, so a duplicate sits right after
@@ -94,7 +96,11 @@ def prepare(raw: DataFrame) -> DataFrame:
     id_ms = parts.getItem(0).cast("long")
     t = F.coalesce(F.unix_millis("ts"), id_ms)
     ev = (
-        raw.where(F.col("event_id").isNotNull() & (F.coalesce("job_id", F.lit("")) != ""))
+        raw.where(
+            F.col("event_id").isNotNull()
+            & (F.coalesce("job_id", F.lit("")) != "")
+            & ~F.coalesce("event", F.lit("")).isin(*sorted(REPORT_EVENTS))
+        )
         .select(
             "event_id",
             "job_id",

@@ -61,16 +61,24 @@ class Access:
         self._owners = owners
         self._auth_required = auth_required
 
-    async def admit(self, scope: str, params: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        """The params as the caller may use them, or the error it gets."""
+    def enter(self, scope: str, ctx: CallContext) -> Identity | None:
+        """Who may call a method of ``scope``, checked before its params are
+        looked at, so a caller without the right identity learns nothing
+        about the method's params (-32004 / -32005 come before -32602).
+        None for a public method."""
         if scope == "public":
-            return params
+            return None
         who = self.identity(ctx)
-        if who.scope != "user":
-            return params
-        if scope == "admin":
+        if scope == "admin" and who.scope == "user":
             raise Forbidden("This method needs an admin key")
-        if scope == "owner":
+        return who
+
+    async def admit(
+        self, scope: str, who: Identity | None, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The checked params as ``who`` (from ``enter``) may use them: a user's
+        ``owner`` call reaches only that user's jobs."""
+        if who is not None and who.scope == "user" and scope == "owner":
             return await self._own(who, params)
         return params
 

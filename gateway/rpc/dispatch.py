@@ -93,8 +93,10 @@ class Dispatcher:
                 {"method": request.method},
             )
         try:
+            scope = self._scopes[request.method]
+            who = self._access.enter(scope, ctx)
             params = self._params[request.method].check(request.params)
-            params = await self._access.admit(self._scopes[request.method], params, ctx)
+            params = await self._access.admit(scope, who, params)
             result = await handler(params, ctx)
             self._check_result(request.method, result)
         except HeroError as exc:

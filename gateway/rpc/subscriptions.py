@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -56,7 +57,8 @@ def contract_event(raw: Mapping[str, str]) -> dict[str, Any]:
     The stream stores strings only: empty means absent (null), ``attempt`` and
     ``ts`` are integers. Entries written by older actors may lack fields; ``ts``
     then falls back to the stream id's milliseconds. ``output`` is present
-    only on terminal events. Fields the contract does not describe are
+    only on terminal events, ``lines`` on ``log`` events, ``progress`` and
+    ``message`` on ``progress`` events. Fields the contract does not describe are
     dropped (Event is a closed schema)."""
     entry_id = raw.get("id", "0-0")
     event: dict[str, Any] = {"id": entry_id}
@@ -68,6 +70,11 @@ def contract_event(raw: Mapping[str, str]) -> dict[str, Any]:
     event["ts"] = _int(raw.get("ts"), _int(entry_id.partition("-")[0], 0))
     if "output" in raw:  # terminal events, when the output is small
         event["output"] = raw["output"] or None
+    if "lines" in raw:  # log events
+        event["lines"] = raw["lines"]
+    if "progress" in raw:  # progress events
+        event["progress"] = min(max(_float(raw["progress"]), 0.0), 1.0)
+        event["message"] = raw.get("message", "")
     return event
 
 
@@ -75,6 +82,14 @@ def _stream_position(entry_id: str) -> tuple[int, int]:
     """A stream id as a sortable pair (``ms-seq``; junk sorts first)."""
     ms, _, seq = entry_id.partition("-")
     return _int(ms, -1), _int(seq, 0)
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def _int(text: str | None, default: int) -> int:

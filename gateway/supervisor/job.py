@@ -22,6 +22,9 @@ from gateway.supervisor import keys
 #: enums (hero.lua keeps its own TERMINAL table; a test holds the two equal).
 STATUSES: tuple[str, ...] = tuple(contract.resolve("#/components/schemas/Status")["enum"])
 TERMINAL = frozenset(contract.resolve("#/components/schemas/EndedStatus")["enum"])
+#: Events a running job reports (new log lines, progress; ``hero_log`` in hero.lua)
+#: besides its transitions: their status is the job's (started), not a new one.
+REPORT_EVENTS = frozenset(("log", "progress"))
 
 _INT_FIELDS = ("timeout", "retries", "priority", "attempt")
 _JSON_FIELDS: dict[str, Any] = {"env_vars": {}, "prerequisites": [], "dependents": []}

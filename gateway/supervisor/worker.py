@@ -320,10 +320,25 @@ class ActorLink:
         """Wake ``wait_for_work`` (used when a running job finishes)."""
         self._work.set()
 
-    async def store_logs(self, job_id: str, text: str) -> None:
-        """The log tail, for ``job.logs`` from any host; it expires with the job."""
-        ttl = self._config.job_ttl
-        await self.redis.set(keys.logs(job_id), text, ex=ttl if ttl > 0 else None)
+    async def report_output(
+        self,
+        job_id: str,
+        lines: str,
+        progress: tuple[float, str] | None = None,
+        *,
+        cap: int,
+        tail: str = "",
+    ) -> None:
+        """A running job's new log ``lines`` and latest ``progress``, in one call
+        (``hero_log``): appended to the log tail ``job.logs`` reads from any host
+        (kept to ``cap`` bytes), and sent to subscribers as ``log`` and
+        ``progress`` events while the job runs. A non-empty ``tail`` replaces
+        the log tail (the job's last report); it expires with the job."""
+        fraction, message = (repr(progress[0]), progress[1]) if progress else ("", "")
+        await library.call(
+            self.redis, self._config, "hero_log",
+            job_id, self.name, lines, fraction, message, cap, tail,
+        )  # fmt: skip
 
     # -- background ------------------------------------------------------------
 

@@ -48,11 +48,33 @@ const checks = {
     await hero.jobStart({ job_id });
     const seen = [];
     for await (const event of stream) {
-      seen.push(event.event);
+      if (event.event !== "log") seen.push(event.event); // a live line, if it outlived the first look
       if (event.event === "finished") break; // break → return() → unsubscribes
     }
     assert.deepEqual(seen, ["created", "dispatched", "started", "finished"]);
     assert.ok(stream.lastId);
+  },
+
+  async "a running job's log lines arrive as events; a failed job keeps its stdout"(hero) {
+    const script = "import time\nprint('a')\ntime.sleep(0.6)\nprint('b')\ntime.sleep(0.6)\nraise SystemExit('no')";
+    const { job_id } = await hero.jobCreate({ job: { script, script_type: "python" } });
+    const stream = await hero.subscribe({ job_ids: [job_id] });
+    await hero.jobStart({ job_id });
+    const lines = [];
+    let last;
+    for await (const event of stream) {
+      if (event.event === "log") lines.push(...event.lines.split("\n"));
+      if (event.event === "log" && lines.length === 1) {
+        assert.equal((await hero.jobStatus({ job_id })).status, "started"); // live
+        assert.equal((await hero.jobLogs({ job_id })).logs, "a\n");
+      }
+      last = event;
+      if (event.event === "error") break;
+    }
+    assert.deepEqual(lines, ["a", "b", "no"]); // stdout and stderr
+    assert.equal(last.output, "a\nb\n");
+    assert.equal(last.error, "no");
+    assert.equal((await hero.jobOutput({ job_id })).output, "a\nb\n");
   },
 
   async "server errors are classes carrying the code"(hero) {

@@ -26,6 +26,8 @@ export async function use(WebSocket: unknown): Promise<string[]> {
   const seen: string[] = [];
   for await (const event of stream) {
     seen.push(`${event.id} ${event.status} ${event.attempt + 1}`);
+    const live: string | undefined = event.event === "log" ? event.lines : event.message;
+    if (event.progress !== undefined) seen.push(`${Math.round(event.progress * 100)}% ${live}`);
     break;
   }
   await stream.close();

@@ -810,6 +810,51 @@ local function hero_stream_leave(keys, args)
   return redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, args[H + 1])
 end
 
+-- A running job's output, from its actor, at most a few times a second (see
+-- gateway/actor/livelog.py). `lines` (newline-separated, no final newline) is
+-- appended to the job's log tail, kept to its last `cap` bytes and cut at a
+-- line (else a character) boundary; a non-empty `tail` replaces the log tail
+-- instead (the actor's last call: the whole tail of its log file). While the
+-- job is still started by this actor, `lines` becomes a `log` event and a
+-- `progress` ("" for none) a `progress` event with `message`; after the job
+-- ended, nothing more is emitted (the terminal event stays the last one).
+-- ARGV: head, job_id, actor, lines, progress, message, cap, tail
+local function hero_log(_, args)
+  local ctx = context(args)
+  local id, actor, lines, progress = args[H + 1], args[H + 2], args[H + 3], args[H + 4]
+  local message, cap, tail = args[H + 5], tonumber(args[H + 6]), args[H + 7]
+  local st = redis.call('HMGET', JOB .. id, 'status', 'actor')
+  if not st[1] then return 0 end
+  local lk = LOGS .. id
+  if tail ~= '' then
+    redis.call('SET', lk, tail)
+    if ctx.ttl > 0 then redis.call('EXPIRE', lk, ctx.ttl) end
+  elseif lines ~= '' and redis.call('APPEND', lk, lines .. '\n') > cap then
+    local kept = redis.call('GETRANGE', lk, -cap, -1)
+    local nl = string.find(kept, '\n', 1, true)
+    if nl and nl < #kept then
+      kept = string.sub(kept, nl + 1)
+    else
+      kept = string.gsub(kept, '^[\128-\191]+', '')
+    end
+    redis.call('SET', lk, kept, 'KEEPTTL')
+  end
+  if st[1] ~= 'started' or st[2] ~= actor then return 0 end
+  local f = about(ctx, id)
+  local common = {'job_id', id, 'event', '', 'status', 'started', 'script_type', f[1] or '',
+    'group', f[2] or '', 'instance', f[3] or '', 'actor', f[4] or '', 'caller_id', f[5] or '',
+    'attempt', f[6] or '0', 'ts', tostring(ctx.ms), 'error', ''}
+  local function add(event, ...)
+    common[4] = event
+    local fields = {unpack(common)}
+    for _, v in ipairs({...}) do fields[#fields + 1] = v end
+    redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*', unpack(fields))
+  end
+  if lines ~= '' then add('log', 'lines', lines) end
+  if progress ~= '' then add('progress', 'progress', progress, 'message', message) end
+  return 1
+end
+
 -- Stop: a queued job leaves its queue; a running one gets a stop message on
 -- its actor's control queue (and the legacy stop queue in compat mode).
 -- ARGV: head, job_id
@@ -1035,3 +1080,4 @@ redis.register_function('hero_stream_leave', hero_stream_leave)
 redis.register_function('hero_stream_prune', hero_stream_prune)
 redis.register_function('hero_stop', hero_stop)
 redis.register_function('hero_delete', hero_delete)
+redis.register_function('hero_log', hero_log)

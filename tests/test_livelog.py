@@ -1,0 +1,166 @@
+"""The parts of live logs on their own: ``LiveLog`` following a real file
+(its reports collected in a list), and ``hero_log`` on a real redis-server
+through a real ``ActorLink``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor.livelog import LiveLog
+from gateway.config import Config
+from gateway.metrics import Metrics
+from gateway.rpc.subscriptions import contract_event
+from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.worker import ActorLink
+from tests.helpers import eventually, job
+from tests.server_support import assert_event_shape
+from tests.test_metrics import samples
+
+Reported = list[tuple[str, tuple[float, str] | None, str]]
+
+
+def follow(path: Path, **caps: int) -> tuple[LiveLog, Reported]:
+    reported: Reported = []
+
+    async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
+        reported.append((lines, progress, tail))
+
+    return LiveLog(path, report, interval=0.05, **caps), reported
+
+
+def write(path: Path, data: bytes) -> None:
+    with path.open("ab") as f:
+        f.write(data)
+
+
+async def test_complete_lines_go_live_and_the_last_report_carries_the_rest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.log"
+    write(path, b"an earlier attempt\n")
+    live, reported = follow(path)
+    live.start()
+    write(path, b"one\ntw")
+    await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
+    assert reported == [("one", None, "")]  # "tw" waits for its newline
+    write(path, b"o\nthree")
+    live.progress(0.5, "half")
+    await eventually(lambda: asyncio.sleep(0, len(reported) == 2), within=5)
+    assert reported[1] == ("two", (0.5, "half"), "")
+    await live.close(tail="the tail")
+    assert reported[2] == ("three", None, "the tail")
+
+
+async def test_a_job_that_ends_before_the_first_look_sends_only_its_tail(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.log"
+    live, reported = follow(path)
+    live.start()
+    write(path, b"quick\n")
+    live.progress(1.0, "done")
+    await live.close(tail="quick\n")
+    assert reported == [("", None, "quick\n")]
+
+
+async def test_nothing_logged_nothing_reported(tmp_path: Path) -> None:
+    live, reported = follow(tmp_path / "silent.log")
+    live.start()
+    await asyncio.sleep(0.2)
+    await live.close(tail="")
+    assert reported == []
+
+
+async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
+    path = tmp_path / "j.log"
+    live, reported = follow(path, batch_max=100, job_max=200)
+    live.start()
+    await asyncio.sleep(0.1)  # past the first look
+    write(path, b"".join(b"line %03d\n" % i for i in range(50)))  # 450 bytes at once
+    await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
+    first = reported[0][0]
+    assert first.startswith("[350 bytes skipped]\n") and first.endswith("line 049")
+    assert len(first.encode()) <= 100 + len("[350 bytes skipped]\n")
+    write(path, b"x" * 99 + b"\n" + b"y" * 99 + b"\n")
+    await eventually(lambda: asyncio.sleep(0, len(reported) == 2), within=5)
+    assert reported[1][0].endswith("[live log ends here: job.logs has the tail once the job ends]")
+    write(path, b"more\n")
+    await asyncio.sleep(0.2)
+    await live.close(tail="")
+    assert len(reported) == 2  # the job's budget is spent
+
+
+def test_progress_must_be_a_fraction(tmp_path: Path) -> None:
+    live, _ = follow(tmp_path / "j.log")
+    for bad in (-0.1, 1.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            live.progress(bad, "")
+
+
+async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    await sup.create(job(job_id="t1", caller_id="c1"))
+    await sup.start("t1")
+    link = ActorLink(config, "python", "g", "i")
+    await link.open()
+    try:
+        assert [c.job_id for c in await link.cycle([], 1)] == ["t1"]
+        await link.report_output("t1", "a" * 30 + "\n" + "b" * 30, (0.5, "half"), cap=40)
+        assert await rds.get(keys.logs("t1")) == "b" * 30 + "\n"  # cut at a line
+        await link.report_output("t1", "é" * 30, None, cap=42)
+        kept = await rds.get(keys.logs("t1"))
+        assert kept == "é" * 20 + "\n"  # no line end in it: cut at a character
+        entries = [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "t1"]
+        assert [(f["event"], f["status"]) for f in entries[-3:]] == [
+            ("log", "started"),
+            ("progress", "started"),
+            ("log", "started"),
+        ]
+        assert entries[-2]["progress"] == "0.5" and entries[-2]["message"] == "half"
+        assert entries[-2]["actor"] == link.name and entries[-1]["lines"] == "é" * 30
+        # what user-scope subscriptions filter on: only c1 sees c1's job's lines
+        assert {f["caller_id"] for f in entries[-3:]} == {"c1"}
+
+        await sup.stop("t1")
+        before = await rds.xlen(keys.EVENTS)
+        await link.report_output("t1", "late", (1.0, "done"), cap=100)
+        assert await rds.xlen(keys.EVENTS) == before  # the terminal event stays the last
+        await link.report_output("t1", "", None, cap=100, tail="the whole tail\n")
+        assert await rds.get(keys.logs("t1")) == "the whole tail\n"
+        assert await rds.ttl(keys.logs("t1")) > 0  # it expires with the job
+    finally:
+        await link.close()
+
+
+def test_log_and_progress_entries_fit_the_contracts_event() -> None:
+    common = {"job_id": "j", "status": "started", "script_type": "python", "ts": "1", "error": ""}
+    log = contract_event({"id": "1-0", "event": "log", "lines": "a\nb", **common})
+    assert (log["lines"], "progress" in log) == ("a\nb", False)
+    progress = contract_event(
+        {"id": "1-1", "event": "progress", "progress": "0.25", "message": "m", **common}
+    )
+    assert (progress["progress"], progress["message"], "lines" in progress) == (0.25, "m", False)
+    junk = contract_event({"id": "1-2", "event": "progress", "progress": "nan", **common})
+    assert (junk["progress"], junk["message"]) == (0.0, "")
+    for event in (log, progress, junk):
+        assert_event_shape(event)
+
+
+async def test_log_and_progress_events_are_no_transitions_in_the_metrics(sup: Supervisor) -> None:
+    metrics = Metrics(sup)
+    base = {"job_id": "j", "status": "started", "script_type": "python"}
+    metrics.on_events(
+        [
+            {"id": "1-0", "event": "started", **base},
+            {"id": "1-1", "event": "log", "lines": "x", **base},
+            {"id": "1-2", "event": "progress", "progress": "0.5", **base},
+        ]
+    )
+    found = samples(await metrics.render())
+    started = ("hero_job_transitions_total", (("script_type", "python"), ("status", "started")))
+    assert found[started] == 1
