@@ -16,9 +16,12 @@ async def sleepy(ctx: JobContext) -> str:
 
 def deadly(ctx: JobContext) -> str:
     """A poison job: the script ``die`` takes its actor down with it; ``fail``
-    fails; any other script is its own output."""
+    fails; ``chatty`` logs and reports progress; any script is its own output."""
     if ctx.job.script == "die":
         os._exit(1)
     if ctx.job.script == "fail":
         raise JobFailed("failed on purpose")
+    if ctx.job.script == "chatty":
+        ctx.log("a line of log")
+        ctx.progress(0.5, "half way")
     return ctx.job.script

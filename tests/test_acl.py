@@ -158,6 +158,9 @@ async def test_a_real_actor_on_the_actor_user_serves_jobs(
             await own.aclose()
         plain = [await sup.run(job(f"out{n}", script_type="osis"), wait=20) for n in range(10)]
         assert [r["output"] for r in plain] == [f"out{n}" for n in range(10)]
+        # live log lines and progress (hero_log)
+        await sup.run(job("chatty", script_type="osis", job_id="chatty"), wait=20)
+        assert "a line of log" in (await sup.logs("chatty"))["logs"]
         # a finish that releases a dependent (dispatched inside hero_cycle)
         await sup.create(job("first", script_type="osis", job_id="first"))
         await sup.create(job("second", script_type="osis", job_id="second",

@@ -63,7 +63,7 @@ ACTOR_KEYS = (
 ACTOR_CHANNELS = (keys.wake(STAR), keys.handoff(STAR, STAR, STAR), INVALIDATE)
 
 #: The Functions an actor calls (hero.lua); no other FCALL is allowed.
-ACTOR_FUNCTIONS = ("hero_cycle", "hero_stream_touch", "hero_stream_leave")
+ACTOR_FUNCTIONS = ("hero_cycle", "hero_log", "hero_stream_touch", "hero_stream_leave")
 
 #: Commands an actor sends itself (worker.py, presence.py) and those the
 #: Functions it calls run inside Redis on its behalf.
@@ -73,15 +73,15 @@ ACTOR_COMMANDS = (
     "ping", "select", "client|setname",
     # a queue written by anyone wakes an idle actor (wire.py: broadcast tracking)
     "client|id", "client|tracking",
-    # presence, logs, idle list, held jobs, stop requests, wake-ups
+    # presence, idle list, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
     "subscribe",
     # the container health check lists presence (deploy/docker/healthcheck.py)
     "mget",
     # stream mode: the consumer's own deliveries
     "xreadgroup", "xack", "xdel",
-    # inside hero_cycle, hero_stream_touch and hero_stream_leave
-    "time", "exists", "hget", "hset", "hincrby", "expire",
+    # inside the Functions above
+    "time", "exists", "hget", "hset", "hincrby", "expire", "append", "getrange",
     "lpush", "rpop", "lmove", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
