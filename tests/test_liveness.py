@@ -26,9 +26,6 @@ from tests import server_support as support
 from tests.helpers import eventually, job, spawn_actor
 from tests.server_support import Rpc, Server, http_get
 
-shared_server = support.shared_server
-server = support.server
-
 
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
@@ -207,19 +204,26 @@ OUTSIDE_KEY = "hero:meta:actor:inst:rustosis:edge:ext-1"
 
 
 @pytest.fixture
-def outside_user(redis_url: str) -> Iterator[str]:
+def outside_user(own_redis: EmbeddedRedis) -> str:
     """A Redis user that may only SET/GET the proposal's presence keys: an actor
     on it provably never writes our index."""
-    admin = redis.Redis.from_url(redis_url)
-    admin.execute_command(
-        "ACL", "SETUSER", "outside", "reset", "on", ">outside-pw",
-        "~hero:meta:actor:inst:*", "+set", "+get", "+ping",
-    )  # fmt: skip
+    admin = redis.Redis.from_url(own_redis.url)
     try:
-        yield redis_url.replace("redis://", "redis://outside:outside-pw@")
+        admin.execute_command(
+            "ACL", "SETUSER", "outside", "reset", "on", ">outside-pw",
+            "~hero:meta:actor:inst:*", "+set", "+get", "+ping",
+        )  # fmt: skip
     finally:
-        admin.execute_command("ACL", "DELUSER", "outside")
         admin.close()
+    return own_redis.url.replace("redis://", "redis://outside:outside-pw@")
+
+
+@pytest.fixture
+def server(own_redis: EmbeddedRedis, tmp_path: Path) -> Iterator[Server]:
+    """A gateway of its own (the shared one would lead maintenance on the
+    session's Redis for the tests after this module)."""
+    with support.running_server(own_redis.url, tmp_path / "serve.log") as gateway:
+        yield gateway
 
 
 @pytest.mark.timeout(60)
