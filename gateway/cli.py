@@ -4,6 +4,7 @@
     hero-gateway serve                     the JSON-RPC gateway
     hero-gateway actor --script-type T     a worker for one script type
     hero-gateway keys create|list|revoke   API keys
+    hero-gateway acl [--apply]             Redis ACL users for actors, gateways, admins
     hero-gateway archive / pipeline ...    events archive and Spark analytics
 
 Every flag also reads a ``HERO_*`` environment variable (see gateway/config.py).
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.dev import add_command as add_dev
 
     add_dev(sub)
-    for module in ("gateway.server", "gateway.codegen.cli", "gateway.pipeline.cli"):
+    for module in ("gateway.server", "gateway.acl_command", "gateway.codegen.cli",
+                   "gateway.pipeline.cli"):  # fmt: skip
         try:
             importlib.import_module(module).add_commands(sub)
         except ModuleNotFoundError as exc:

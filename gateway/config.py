@@ -73,7 +73,7 @@ class Setting:
         return "HERO_" + self.name.upper()
 
 
-_ALL = ("serve", "actor", "dev", "archive", "keys")
+_ALL = ("serve", "actor", "dev", "archive", "keys", "acl")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -215,8 +215,20 @@ SETTINGS: tuple[Setting, ...] = (
         "--presence-ttl",
         int,
         15,
-        "Seconds an actor's presence key lives; the actor refreshes it every third of that.",
-        ("actor", "dev"),
+        "Seconds an actor's presence key lives; the actor refreshes it every third of that. "
+        "The gateway declares an actor dead once its presence has been missing for this long "
+        "while Redis was reachable (an outage does not count). Set it alike on both.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "max_actor_deaths",
+        "--max-actor-deaths",
+        int,
+        2,
+        "Actors a job may see die while running it: it runs again without spending its "
+        "retries until then, and the last death sends it to the dead-letter list (reason "
+        "poison) instead of the next actor.",
+        ("serve", "dev"),
     ),
     Setting(
         "host",
@@ -341,6 +353,7 @@ class Config:
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
     presence_ttl: int = 15
+    max_actor_deaths: int = 2
     job_ttl: int = 7 * 24 * 3600
     retry_base: float = 1.0
     retry_max: float = 60.0

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import IO, Any
+
+from gateway.config import Config
+from tests.conftest import ROOT
 
 
 def job(script: str = "print('ok')", **fields: Any) -> dict[str, Any]:
@@ -19,3 +25,24 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def spawn_actor(
+    config: Config, *extra: str, log: IO[bytes] | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``hero-gateway actor`` in a subprocess, on the config's Redis (and user);
+    ``env``: more variables (``HERO_LOG_LEVEL`` is warning unless given)."""
+    variables = dict(
+        os.environ,
+        HERO_REDIS_URL=config.redis_url or "",
+        HERO_LOG_DIR=config.log_dir or "",
+        HERO_PRESENCE_TTL=str(config.presence_ttl),
+        HERO_LOG_LEVEL="warning",
+    )
+    variables.update(env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "actor", *extra],
+        env=variables,
+        cwd=ROOT,
+        stderr=log,
+    )

@@ -32,7 +32,7 @@ from gateway.actor.livelog import LiveLog
 from gateway.actor.python_exec import run_python
 from gateway.config import Config
 from gateway.paths import state_dir
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, user_of
 from gateway.supervisor.worker import ActorLink, Claimed, Outcome
 
 log = logging.getLogger("gateway.actor")
@@ -109,8 +109,9 @@ class Actor:
             return
         log.info(
             "actor ready",
-            extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
-        )
+            extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency,
+                   "redis_user": user_of(self.config.redis)},
+        )  # fmt: skip
         done: list[Outcome] = []
         self._links.add(link)
 
