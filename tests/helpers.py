@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -19,3 +20,28 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def host_pids(marker: str) -> list[int]:
+    """Pids of the processes whose command line contains ``marker``, as the
+    host sees them: how a test finds a job's processes from outside its
+    sandbox (a pid the job prints is one of its own PID namespace)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile
+                continue
+    return found
+
+
+def sleeper(marker: str, seconds: int = 60) -> str:
+    """Python that starts a child with ``marker`` in its command line, then sleeps."""
+    return (
+        "import subprocess, sys, time\n"
+        f"child = 'import time; time.sleep({seconds})'\n"
+        f"subprocess.Popen([sys.executable, '-c', child, {marker!r}])\n"
+        f"time.sleep({seconds})\n"
+    )

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job
+from tests.helpers import eventually, host_pids, job, sleeper
 
 
 async def test_python_job_runs_isolated(
@@ -62,49 +63,34 @@ async def test_error_carries_the_tail_of_stderr(sup: Supervisor, actors: Any) ->
     assert len(result["error"]) <= 4096
 
 
-async def test_timeout_kills_the_whole_process_group(
-    sup: Supervisor, actors: Any, tmp_path: Path
-) -> None:
+async def test_timeout_kills_every_process_of_the_job(sup: Supervisor, actors: Any) -> None:
     actors()
-    pidfile = tmp_path / "child.pid"
-    script = (
-        "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
-        "time.sleep(60)\n"
-    )
-    result = await sup.run(job(script, timeout=1), wait=20)
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    run = asyncio.create_task(sup.run(job(sleeper(marker), timeout=3), wait=20))
+    await eventually(lambda: _running(marker))
+    result = await run
     assert result["status"] == "timeout"
-    child = int(pidfile.read_text())
-    await eventually(lambda: _gone(child))
+    await eventually(lambda: _gone(marker))
 
 
-async def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie still answers kill(0); it is dead once its state says so
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
+async def _running(marker: str) -> bool:
+    return bool(host_pids(marker))
 
 
-async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any, tmp_path: Path) -> None:
+async def _gone(marker: str) -> bool:
+    return not host_pids(marker)
+
+
+async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> None:
     actors()
-    marker = tmp_path / "started"
-    script = f"import time\nopen({str(marker)!r}, 'w').write('1')\ntime.sleep(60)\n"
-    await sup.create(job(script, job_id="long"))
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    await sup.create(job(sleeper(marker), job_id="long"))
     await sup.start("long")
-
-    async def running() -> bool:
-        return marker.exists()
-
-    await eventually(running)
+    await eventually(lambda: _running(marker))
     assert await sup.stop("long") == {"job_id": "long", "status": "stopped"}
     result = await sup.output("long")
     assert result["status"] == "stopped"
+    await eventually(lambda: _gone(marker))
     # the actor is free again: the next job runs promptly
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
 

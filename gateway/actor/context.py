@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
+from gateway.actor.joblog import JobLog
 from gateway.supervisor.worker import Claimed
 
 
@@ -15,16 +15,15 @@ class JobFailed(Exception):
 @dataclass
 class JobContext:
     job: Claimed
-    log_path: Path
-    log_tail: int = 65536
-    log_text: str = ""
-    _lines: list[str] = field(default_factory=list)
+    joblog: JobLog
+
+    @property
+    def log_path(self) -> str:
+        return str(self.joblog.path)
 
     def log(self, line: str) -> None:
         """Append a line to the job's log (readable through ``job.logs``)."""
-        self._lines.append(line)
-        with self.log_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        self.joblog.write((line + "\n").encode())
 
     def logs(self) -> str:
-        return self.log_text or "\n".join(self._lines)[-self.log_tail :]
+        return self.joblog.text()

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from gateway import eventloop
 from gateway.actor.context import JobContext, JobFailed
-from gateway.actor.python_exec import run_python
+from gateway.actor.joblog import JobLog
+from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE
@@ -101,9 +102,11 @@ class Actor:
                 log.info("stopping job", extra={"job_id": job_id})
                 task.cancel()
 
+        unconfined = isinstance(handler, PythonExecutor) and handler.sandbox is None
         link = ActorLink(
-            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job
-        )
+            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job,
+            sandbox_off=unconfined,
+        )  # fmt: skip
         if not await self._connect(link):
             return
         log.info(
@@ -178,8 +181,9 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        ctx = JobContext(job, self.log_dir / f"{job.job_id}.log")
-        log_path = str(ctx.log_path)
+        joblog = JobLog(self.log_dir / f"{job.job_id}.log", self.config.job_max_log)
+        ctx = JobContext(job, joblog)
+        log_path = ctx.log_path
         try:
             async with asyncio.timeout(job.timeout):
                 value = handler(ctx)
@@ -197,7 +201,9 @@ class Actor:
         except Exception as exc:
             log.exception("handler failed", extra={"job_id": job.job_id})
             outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
-        text = ctx.logs()
+        finally:
+            joblog.close()
+        text = ctx.logs()  # whatever the job logged, however it ended
         if text:
             with contextlib.suppress(*UNAVAILABLE):
                 await link.store_logs(job.job_id, text)
@@ -207,7 +213,14 @@ class Actor:
 def python_actor(
     config: Config, *, group: str | None = None, instance: str | None = None, concurrency: int = 1
 ) -> Actor:
-    """An actor that runs ``python`` jobs with the isolated python executor."""
+    """An actor that runs ``python`` jobs in the sandboxed python executor.
+    Raises SandboxUnavailable where the sandbox cannot work (unless HERO_SANDBOX=off)."""
     actor = Actor(config, group=group, instance=instance, concurrency=concurrency)
-    actor.handler("python")(run_python)
+    executor = PythonExecutor(config)
+    confinement = executor.describe()
+    if executor.sandbox is None:
+        log.warning("python jobs run WITHOUT a sandbox (HERO_SANDBOX=off)", extra=confinement)
+    else:
+        log.info("python job sandbox", extra=confinement)
+    actor.handler("python")(executor)
     return actor
