@@ -37,6 +37,16 @@ def host_pids(marker: str) -> list[int]:
     return found
 
 
+async def marked_running(marker: str) -> bool:
+    """For ``eventually``: a process with ``marker`` in its command line exists."""
+    return bool(host_pids(marker))
+
+
+async def marked_gone(marker: str) -> bool:
+    """For ``eventually``: no process with ``marker`` in its command line is left."""
+    return not host_pids(marker)
+
+
 def sleeper(marker: str, seconds: int = 60) -> str:
     """Python that starts a child with ``marker`` in its command line, then sleeps."""
     return (

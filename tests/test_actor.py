@@ -20,7 +20,7 @@ from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, host_pids, job, sleeper
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper
 
 
 async def test_python_job_runs_isolated(
@@ -67,18 +67,10 @@ async def test_timeout_kills_every_process_of_the_job(sup: Supervisor, actors: A
     actors()
     marker = f"hero-test-{uuid.uuid4().hex}"
     run = asyncio.create_task(sup.run(job(sleeper(marker), timeout=3), wait=20))
-    await eventually(lambda: _running(marker))
+    await eventually(lambda: marked_running(marker))
     result = await run
     assert result["status"] == "timeout"
-    await eventually(lambda: _gone(marker))
-
-
-async def _running(marker: str) -> bool:
-    return bool(host_pids(marker))
-
-
-async def _gone(marker: str) -> bool:
-    return not host_pids(marker)
+    await eventually(lambda: marked_gone(marker))
 
 
 async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> None:
@@ -86,11 +78,11 @@ async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> Non
     marker = f"hero-test-{uuid.uuid4().hex}"
     await sup.create(job(sleeper(marker), job_id="long"))
     await sup.start("long")
-    await eventually(lambda: _running(marker))
+    await eventually(lambda: marked_running(marker))
     assert await sup.stop("long") == {"job_id": "long", "status": "stopped"}
     result = await sup.output("long")
     assert result["status"] == "stopped"
-    await eventually(lambda: _gone(marker))
+    await eventually(lambda: marked_gone(marker))
     # the actor is free again: the next job runs promptly
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
 

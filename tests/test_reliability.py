@@ -10,10 +10,10 @@ import random
 import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +25,7 @@ from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.conftest import ROOT
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper
 
 
 @pytest.fixture
@@ -165,24 +165,20 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 async def test_jobs_of_a_killed_actor_are_re_dispatched(
-    fsup: Supervisor, fast: Config, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    fsup: Supervisor, fast: Config, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    marker = tmp_path / "runs"
-    script = f"import time\nopen({str(marker)!r}, 'a').write('x')\ntime.sleep(3600)\n"
+    marker = f"hero-test-{uuid.uuid4().hex}"
     victim = spawn_actor(fast, "--script-type", "python", "--instance", "victim")
     processes.append(victim)
-    await fsup.create(job(script, job_id="orphan", retries=1))
+    await fsup.create(job(sleeper(marker, 3600), job_id="orphan", retries=1))
     await fsup.start("orphan")
-    await eventually(lambda: _exists(marker), within=20)
+    await eventually(lambda: marked_running(marker), within=20)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), within=10)
     got = await fsup.get("orphan")
     assert got["attempt"] == 1 and "died" in (got["error"] or "")
-
-
-async def _exists(path: Path) -> bool:
-    return path.exists()
+    await eventually(lambda: marked_gone(marker))  # its job died with it (--die-with-parent)
 
 
 async def _status_is(sup: Supervisor, job_id: str, status: str) -> bool:
