@@ -93,9 +93,9 @@ class Sandbox:
                     made.add(parent)
                     args += ["--dir", str(parent)]
             args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.tmp_bytes),
-                 "--tmpfs", "/tmp", "--bind", str(workdir), JOB_DIR, "--chdir", JOB_DIR,
-                 "--"]  # fmt: skip
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp",
+                 "--bind", str(workdir), JOB_DIR, "--chdir", JOB_DIR, "--"]  # fmt: skip
         if self.privileged:
             uid = str(self.job_uid)
             args += [self.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups",
