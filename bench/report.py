@@ -64,6 +64,10 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
     out += _throughput(meta, results)
     out += _latency(results)
     out += _scale(results)
+    if _ok(results.get("sandbox")):
+        from sandbox_bench import table
+
+        out += table(results["sandbox"])
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

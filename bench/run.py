@@ -7,7 +7,7 @@
     .venv/bin/python bench/run.py --profile        # py-spy on our processes too
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
-supervisor, supervisor-latency, gateway, scale, arq, rq, celery, dramatiq,
+supervisor, supervisor-latency, gateway, scale, sandbox, arq, rq, celery, dramatiq,
 saq, taskiq, bullmq, naive, redis-benchmark.
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
@@ -43,7 +43,7 @@ from common import OUT, loadavg, log, machine, parse_result, python_env, raise_n
 PY_PEERS = ["arq", "rq", "celery", "dramatiq", "saq", "taskiq"]
 PEERS = [*PY_PEERS, "bullmq"]
 CEILING = ["naive", "redis-benchmark"]
-OURS = ["supervisor", "supervisor-latency", "gateway", "scale"]
+OURS = ["supervisor", "supervisor-latency", "gateway", "scale", "sandbox"]
 ALL = [*OURS, *PEERS, *CEILING]
 
 
@@ -156,6 +156,12 @@ def section_scale(url: str, a: argparse.Namespace) -> dict[str, Any]:
 
     prof = OUT / "profile" / "scale" if a.profile else None
     return asyncio.run(scale.scale(url, clients=a.clients, concurrency=a.concurrency, profile=prof))
+
+
+def section_sandbox(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import sandbox_bench
+
+    return asyncio.run(sandbox_bench.sandbox_latency(url, calls=min(a.calls, 200), runs=a.runs))
 
 
 def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
@@ -337,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[name] = section_gateway(url, a)
                 elif name == "scale":
                     results[name] = section_scale(url, a)
+                elif name == "sandbox":
+                    results[name] = section_sandbox(url, a)
                 elif name == "redis-benchmark":
                     results[name] = section_redis_benchmark(url, a)
                 else:

@@ -166,15 +166,20 @@ async def test_no_daemon_outlives_its_job(sup: Supervisor, actors: Any) -> None:
     assert (result["status"], result["output"]) == ("finished", "main done\n")
     assert time.monotonic() - began < 20
     await eventually(lambda: marked_gone(marker))
-    assert not job_cgroups()  # removed, with whatever was in them
+    # what is left of this process's job cgroups: the one sandbox kept ready
+    # for the next job, a lone bwrap waiting for its options
+    assert [tasks(group) for group in job_cgroups()] == [1]
 
 
 def job_cgroups() -> list[Path]:
-    """Job cgroups this process's actors made and did not remove."""
+    """The pids cgroups of jobs of this process's actors."""
     cgroups = detect()
     assert cgroups is not None, "these machines give the actor a cgroup"
-    mine = f"{PREFIX}{os.getpid()}-*"
-    return [*cgroups.memory_parent.glob(mine), *cgroups.pids_parent.glob(mine)]
+    return list(cgroups.pids_parent.glob(f"{PREFIX}{os.getpid()}-*"))
+
+
+def tasks(group: Path) -> int:
+    return len((group / "cgroup.procs").read_text().split())
 
 
 async def test_the_process_limit_holds_for_the_whole_job(
@@ -306,18 +311,28 @@ def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = Sandbox(job_uid=4242).argv(tmp_path, ["python", "job.py"])
+    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7)
     text = " ".join(argv)
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
         assert flag in argv
-    assert f"--bind {tmp_path} {JOB_DIR} --chdir {JOB_DIR}" in text
+    assert f"--chdir {JOB_DIR} --args 7 --" in text  # the job's folder comes down fd 7
     assert "--tmpfs /tmp" in text and "--proc /proc" in text
     assert "--reuid 4242 --regid 4242 --clear-groups" in text and "--no-new-privs" in text
     assert argv[-2:] == ["python", "job.py"]
     for path in python_paths():  # read-only, never the checkout around the venv
         assert f"--ro-bind {path} {path}" in text
     assert f"--bind {ROOT} " not in text and f"--ro-bind {ROOT} " not in text
-    assert "--unshare-net" not in Sandbox(network=True).argv(tmp_path, ["x"])
+    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an unprivileged actor
-    unprivileged = Sandbox().argv(tmp_path, ["x"])
-    assert "--unshare-user" in unprivileged and "setpriv" not in unprivileged
+    unprivileged = Sandbox().argv(["x"], 7)
+    assert "--unshare-user" in unprivileged and not any("setpriv" in a for a in unprivileged)
+
+
+def test_the_job_options_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
+    args = Sandbox.job_args(tmp_path, {"A": "1", "JOB_ID": "j"})
+    assert args.split(b"\0") == [
+        b"--bind", str(tmp_path).encode(), JOB_DIR.encode(), b"--clearenv",
+        b"--setenv", b"A", b"1", b"--setenv", b"JOB_ID", b"j", b"",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="NUL"):
+        Sandbox.job_args(tmp_path, {"A": "x\0y"})

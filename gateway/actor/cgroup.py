@@ -100,12 +100,13 @@ class JobCgroup:
     pids: Path
     v2: bool
 
-    def enter(self) -> None:  # pragma: no cover - runs in the child before exec
-        """Move the calling process in; for a ``preexec_fn`` (only os calls: no locks)."""
+    def add(self, pid: int = 0) -> None:
+        """Move a process in (0: the caller). Only os calls, no locks: it also
+        serves as a ``preexec_fn``, in the child between fork and exec."""
         for folder in self.folders:
             fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
             try:
-                os.write(fd, b"0")
+                os.write(fd, str(pid).encode())
             finally:
                 os.close(fd)
 

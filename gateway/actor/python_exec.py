@@ -16,17 +16,18 @@ import contextlib
 import logging
 import os
 import resource
+import secrets
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
 from gateway.actor.sandbox import JOB_DIR, Sandbox
+from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
 
 log = logging.getLogger("gateway.actor")
@@ -40,10 +41,10 @@ LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit"}
 
 class PythonExecutor:
     """The handler of ``python`` jobs. Made once per actor: it checks that the
-    sandbox works here (SandboxUnavailable if not, unless HERO_SANDBOX=off)
-    and finds the cgroups it may use."""
+    sandbox works here (SandboxUnavailable if not, unless HERO_SANDBOX=off),
+    finds the cgroups it may use, and keeps ``warm`` sandboxes ready."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, warm: int = 1) -> None:
         self.config = config
         self.memory = config.job_memory_mb << 20
         self.sandbox: Sandbox | None = None
@@ -51,6 +52,7 @@ class PythonExecutor:
             self.sandbox = Sandbox(config.job_network, config.job_uid, tmp_bytes=self.memory)
             self.sandbox.check()
         self.cgroups = cgroup.detect()
+        self._pool = WarmPool(self._start_sandbox, warm)
 
     def describe(self) -> dict[str, str]:
         """What the start-up log says about how jobs are confined."""
@@ -61,21 +63,79 @@ class PythonExecutor:
             f"{self.config.job_max_procs} processes",
         }
 
-    def _preexec(self, timeout: int, cg: cgroup.JobCgroup | None) -> Callable[[], None]:
-        cpu = self.config.job_cpu_seconds or timeout + 5
-        procs, memory = self.config.job_max_procs, self.memory
+    async def aclose(self) -> None:
+        """Stop the sandboxes kept ready (the actor calls this on its way out)."""
+        await self._pool.close()
 
-        def run() -> None:  # pragma: no cover - runs in the child before exec
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    def _new_cgroup(self) -> cgroup.JobCgroup | None:
+        if self.cgroups is None:
+            return None
+        name = secrets.token_hex(8)
+        return self.cgroups.create(name, self.memory, self.config.job_max_procs)
+
+    def _rlimits(self) -> list[tuple[int, int]]:
+        """(resource, limit) for every process of a job; the cgroup, where
+        there is one, bounds memory and processes for all of them together."""
+        limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, MAX_OPEN_FILES)]
+        if self.cgroups is None:
+            limits += [(resource.RLIMIT_AS, self.memory),
+                       (resource.RLIMIT_NPROC, self.config.job_max_procs)]  # fmt: skip
+        return limits
+
+    async def _start_sandbox(self) -> Ready:
+        """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
+        assert self.sandbox is not None
+        read, write = os.pipe()
+        command = [sys.executable, "-I", "-B", f"{JOB_DIR}/job.py"]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self.sandbox.argv(command, read), env={}, cwd=tempfile.gettempdir(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, pass_fds=(read,),
+            )  # fmt: skip
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        ready = Ready(proc, None, write)
+        try:
+            for limit, value in self._rlimits():
+                resource.prlimit(proc.pid, limit, (value, value))
+            ready.cgroup = self._new_cgroup()
+            if ready.cgroup is not None:
+                ready.cgroup.add(proc.pid)  # it forks nothing before its job arrives
+        except BaseException:
+            await ready.discard()
+            raise
+        return ready
+
+    async def _start_unconfined(
+        self, workdir: Path, env: dict[str, str], cpu_seconds: int
+    ) -> tuple[asyncio.subprocess.Process, cgroup.JobCgroup | None]:
+        """HERO_SANDBOX=off: python straight in the job folder, limits set between fork and exec."""
+        cg = self._new_cgroup()
+        limits = [*self._rlimits(), (resource.RLIMIT_CPU, cpu_seconds)]
+
+        def preexec() -> None:  # pragma: no cover - runs in the child before exec
+            for limit, value in limits:
+                resource.setrlimit(limit, (value, value))
             if cg is not None:
-                cg.enter()
-            else:
-                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-                resource.setrlimit(resource.RLIMIT_NPROC, (procs, procs))
+                cg.add()
 
-        return run
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-B", str(workdir / "job.py"), cwd=workdir, env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True, preexec_fn=preexec,
+        )  # fmt: skip
+        return proc, cg
+
+    def _cpu(self, timeout: int) -> int:
+        return self.config.job_cpu_seconds or timeout + 5
 
     async def __call__(self, ctx: JobContext) -> str:
         job = ctx.job
@@ -85,12 +145,6 @@ class PythonExecutor:
         try:
             (workdir / "job.py").write_text(job.script)
             inside = JOB_DIR if self.sandbox else str(workdir)
-            argv = [sys.executable, "-I", "-B", f"{inside}/job.py"]
-            if self.sandbox:
-                self.sandbox.prepare(workdir)
-                argv = self.sandbox.argv(workdir, argv)
-            if self.cgroups:
-                cg = self.cgroups.create(workdir.name, self.memory, self.config.job_max_procs)
             env = {
                 "PATH": os.defpath,
                 "LANG": "C.UTF-8",
@@ -101,14 +155,14 @@ class PythonExecutor:
                 "CALLER_ID": job.caller_id,
                 "CONTEXT_ID": job.context_id,
             }
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=workdir, env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=self._preexec(job.timeout, cg),
-            )  # fmt: skip
+            if self.sandbox:
+                args = self.sandbox.job_args(workdir, env)
+                self.sandbox.prepare(workdir)
+                ready = await self._pool.take()
+                proc, cg = ready.proc, ready.cgroup
+                ready.launch(args, self._cpu(job.timeout))
+            else:
+                proc, cg = await self._start_unconfined(workdir, env, self._cpu(job.timeout))
             code, stdout, stderr = await _wait(proc, ctx.joblog, self.config.job_max_output)
         finally:
             if cg is not None:

@@ -89,9 +89,14 @@ class Actor:
             raise RuntimeError("no handler registered; use @actor.handler(script_type)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
-        await asyncio.gather(
-            *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
-        )
+        try:
+            await asyncio.gather(
+                *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
+            )
+        finally:
+            for handler in self._handlers.values():
+                if isinstance(handler, PythonExecutor):
+                    await handler.aclose()
 
     async def _serve_type(self, index: int, script_type: str, handler: Handler) -> None:
         running: dict[str, asyncio.Task[Outcome]] = {}
@@ -216,7 +221,7 @@ def python_actor(
     """An actor that runs ``python`` jobs in the sandboxed python executor.
     Raises SandboxUnavailable where the sandbox cannot work (unless HERO_SANDBOX=off)."""
     actor = Actor(config, group=group, instance=instance, concurrency=concurrency)
-    executor = PythonExecutor(config)
+    executor = PythonExecutor(config, warm=concurrency)
     confinement = executor.describe()
     if executor.sandbox is None:
         log.warning("python jobs run WITHOUT a sandbox (HERO_SANDBOX=off)", extra=confinement)

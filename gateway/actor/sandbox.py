@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,8 +71,11 @@ class Sandbox:
         net = "network allowed" if self.network else "no network"
         return f"bwrap: own pid, mount, ipc and uts namespaces, {net}, {uid}"
 
-    def argv(self, workdir: Path, command: Sequence[str]) -> list[str]:
-        """Run ``command`` (paths as seen inside, the job folder at JOB_DIR)."""
+    def argv(self, command: Sequence[str], args_fd: int) -> list[str]:
+        """bwrap to run ``command`` (paths as seen inside), once it has read the
+        job's own options (``job_args``) from ``args_fd``: until then it waits,
+        so it can be started before the job is known (gateway/actor/warm.py).
+        Without them it stops at the ``--chdir`` into a JOB_DIR that is not there."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--die-with-parent", "--new-session"]  # fmt: skip
         if not self.network:
@@ -95,12 +98,24 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp",
-                 "--bind", str(workdir), JOB_DIR, "--chdir", JOB_DIR, "--"]  # fmt: skip
+                 "--chdir", JOB_DIR, "--args", str(args_fd), "--"]  # fmt: skip
         if self.privileged:
             uid = str(self.job_uid)
-            args += [self.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups",
-                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]  # fmt: skip
+            args += [shutil.which(self.setpriv) or self.setpriv, "--reuid", uid, "--regid", uid,
+                     "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+                     "--no-new-privs", "--"]  # fmt: skip
         return args + list(command)
+
+    @staticmethod
+    def job_args(workdir: Path, env: Mapping[str, str]) -> bytes:
+        """The options that make a waiting sandbox one job's: its folder at
+        JOB_DIR and its environment (nothing else of the actor's)."""
+        args = ["--bind", str(workdir), JOB_DIR, "--clearenv"]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        if any("\0" in arg for arg in args):
+            raise ValueError("env_vars may not contain NUL characters")
+        return b"".join(arg.encode() + b"\0" for arg in args)
 
     def prepare(self, workdir: Path) -> None:
         """Hand the job folder to the job's uid (it is the one place it may write)."""
@@ -114,11 +129,17 @@ class Sandbox:
                 raise SandboxUnavailable(f"{tool} not found. {HOW_TO_FIX}")
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             self.prepare(Path(tmp))
-            argv = self.argv(Path(tmp), [sys.executable, "-I", "-c", "pass"])
+            read, write = os.pipe()
+            argv = self.argv([sys.executable, "-I", "-c", "pass"], read)
             try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+                with subprocess.Popen(argv, pass_fds=(read,), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+                    os.close(read)
+                    os.write(write, self.job_args(Path(tmp), {}))
+                    os.close(write)
+                    _, err = proc.communicate(timeout=30)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
         if proc.returncode != 0:
-            why = proc.stderr.strip()[-500:] or f"exit code {proc.returncode}"
+            why = err.strip()[-500:] or f"exit code {proc.returncode}"
             raise SandboxUnavailable(f"bwrap cannot make the job sandbox here: {why}. {HOW_TO_FIX}")
