@@ -111,7 +111,10 @@ class JobCgroup:
                 os.close(fd)
 
     def pids_inside(self) -> list[int]:
-        text = (self.pids / "cgroup.procs").read_text()
+        try:
+            text = (self.pids / "cgroup.procs").read_text()
+        except FileNotFoundError:  # removed already
+            return []
         return [int(pid) for pid in text.split()]
 
     def limit_hit(self) -> str | None:
@@ -123,7 +126,7 @@ class JobCgroup:
         return None
 
     def remove(self) -> None:
-        """Kill whatever is still inside, then remove the folders."""
+        """Kill whatever is still inside, then remove the folders (again: nothing)."""
         deadline = time.monotonic() + 5
         while pids := self.pids_inside():
             for pid in pids:
@@ -133,10 +136,9 @@ class JobCgroup:
                 raise RuntimeError(f"processes {pids} outlived their job cgroup")
             time.sleep(0.005)
         for folder in self.folders:
-            while True:  # the last exits may still be in flight
+            while folder.exists():  # the last exits may still be in flight
                 try:
                     folder.rmdir()
-                    break
                 except OSError:
                     if time.monotonic() > deadline:
                         raise
