@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from gateway.actor import python_actor
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, Sandbox, python_paths
+from gateway.actor.sandbox import JOB_DIR, Sandbox, SandboxUnavailable, python_paths
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor import Supervisor, keys
@@ -336,3 +336,8 @@ def test_the_job_options_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="NUL"):
         Sandbox.job_args(tmp_path, {"A": "x\0y"})
+
+
+def test_a_sandbox_that_fails_its_check_says_what_to_change() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"exit code 1.*HERO_SANDBOX=off"):
+        Sandbox(bwrap="false").check()  # a bwrap that cannot make anything

@@ -1,8 +1,8 @@
 """The ``python`` executor: a job's script in a sandboxed child interpreter.
 
 The job runs ``python -I -B job.py`` in a fresh folder, in its own bubblewrap
-namespaces (gateway/actor/sandbox.py) and its own cgroup
-(gateway/actor/cgroup.py), with an environment built from scratch: the job's
+namespaces (gateway/actor/sandbox.py, started ahead by gateway/actor/warm.py)
+and its own cgroup (gateway/actor/cgroup.py), with an environment built from scratch: the job's
 env_vars plus JOB_ID / CALLER_ID / CONTEXT_ID, nothing of the actor's own
 environment. stdout is the job's output (its head), the tail of stderr its
 error; both go to the job's log. With ``HERO_SANDBOX=off`` only the folder,
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import resource
 import secrets
@@ -29,8 +28,6 @@ from gateway.actor.joblog import JobLog
 from gateway.actor.sandbox import JOB_DIR, Sandbox
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
-
-log = logging.getLogger("gateway.actor")
 
 #: How much of stderr becomes the job's error message.
 ERROR_TAIL = 4096

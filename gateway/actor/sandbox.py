@@ -18,6 +18,7 @@ actor's own uid (bwrap drops every capability).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -130,16 +131,24 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             self.prepare(Path(tmp))
             read, write = os.pipe()
-            argv = self.argv([sys.executable, "-I", "-c", "pass"], read)
             try:
-                with subprocess.Popen(argv, pass_fds=(read,), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
-                    os.close(read)
-                    os.write(write, self.job_args(Path(tmp), {}))
-                    os.close(write)
-                    _, err = proc.communicate(timeout=30)
-            except (OSError, subprocess.TimeoutExpired) as exc:
+                proc = subprocess.Popen(
+                    self.argv([sys.executable, "-I", "-c", "pass"], read), pass_fds=(read,),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                with contextlib.suppress(BrokenPipeError):  # exited already: see below
+                    os.write(write, self.job_args(Path(tmp), {}))  # fits in the pipe
+            except OSError as exc:
                 raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
+            finally:
+                os.close(read)
+                os.close(write)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise SandboxUnavailable(f"bwrap hung on a trivial job. {HOW_TO_FIX}") from None
         if proc.returncode != 0:
             why = err.strip()[-500:] or f"exit code {proc.returncode}"
             raise SandboxUnavailable(f"bwrap cannot make the job sandbox here: {why}. {HOW_TO_FIX}")
