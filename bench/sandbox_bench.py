@@ -87,7 +87,9 @@ def table(result: dict[str, Any]) -> list[str]:
         "## Sandbox cost: a python job's run-and-wait with and without bwrap",
         "",
         "Alternating `Supervisor.run` calls of `print(...)` on two python actors, one "
-        "with `--sandbox off`; each runs a fresh interpreter per job.",
+        "with `--sandbox off`; each runs a fresh interpreter per job, and both put it in a "
+        "cgroup of its own where the actor can make one (`--sandbox off` moves it in between "
+        "fork and exec, the sandbox ahead of the job).",
         "",
         "| actor | p50 ms | p99 ms | runs (p50 / p99) |",
         "| --- | ---: | ---: | --- |",
