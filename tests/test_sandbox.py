@@ -341,3 +341,21 @@ def test_the_job_options_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
 def test_a_sandbox_that_fails_its_check_says_what_to_change() -> None:
     with pytest.raises(SandboxUnavailable, match=r"exit code 1.*HERO_SANDBOX=off"):
         Sandbox(bwrap="false").check()  # a bwrap that cannot make anything
+
+
+async def test_job_network_gives_the_job_the_hosts_network(
+    sup: Supervisor, actors: Any, config: Config, listener: socket.socket
+) -> None:
+    actors(python_actor(dataclasses.replace(config, job_network=True)))
+    target = [(host_address(), listener.getsockname()[1])]
+    result = await sup.run(job(CONNECT.format(targets=target)), wait=30)
+    assert result["output"] == f"{target[0][0]} open\n", result
+
+
+async def test_without_cgroups_rlimits_bound_each_process(
+    sup: Supervisor, actors: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.actor.cgroup.detect", lambda: None)  # as in a container
+    actors(python_actor(dataclasses.replace(config, job_memory_mb=100)))
+    result = await sup.run(job("block = bytearray(300 << 20)"), wait=30)
+    assert result["status"] == "error" and result["error"].endswith("MemoryError"), result
