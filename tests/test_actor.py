@@ -55,6 +55,14 @@ async def test_stdout_and_stderr_go_to_the_log_in_the_actor_log_dir(
     assert "to err" in log_path.read_text()
 
 
+async def test_the_log_of_a_timed_out_job_is_kept(sup: Supervisor, actors: Any) -> None:
+    actors()
+    script = "import time\nprint('before the end', flush=True)\ntime.sleep(60)\n"
+    result = await sup.run(job(script, job_id="slow", timeout=2), wait=20)
+    assert result["status"] == "timeout"
+    assert "before the end" in (await sup.logs("slow"))["logs"]
+
+
 async def test_error_carries_the_tail_of_stderr(sup: Supervisor, actors: Any) -> None:
     actors()
     result = await sup.run(job("print('x' * 10000)\nraise ValueError('kaput')"), wait=20)

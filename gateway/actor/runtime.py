@@ -186,7 +186,11 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        joblog = JobLog(self.log_dir / f"{job.job_id}.log", self.config.job_max_log)
+        try:
+            joblog = JobLog(self.log_dir / f"{job.job_id}.log", self.config.job_max_log)
+        except OSError:
+            log.exception("cannot open the job's log", extra={"job_id": job.job_id})
+            return Outcome(job.job_id, "error", "", "the actor cannot write the job's log")
         ctx = JobContext(job, joblog)
         log_path = ctx.log_path
         try:
