@@ -289,10 +289,13 @@ async def test_sandbox_off_warns_and_marks_the_started_event_and_hash(
     actor = spawn_actor(config, "--instance", "loose", PATH="/nonexistent", HERO_SANDBOX="off")
     processes.append(actor)
     spec = job("print('unconfined')", job_id="loose-1", group="default", instance="loose")
-    assert (await sup.run(spec, wait=30))["output"] == "unconfined\n"
-    assert (await rds.hget(keys.job("loose-1"), "sandbox")) == "off"
+    assert (await sup.run(spec, wait=30))["output"] == "unconfined\n"  # claimed from its queue
+    spec = job("print('again')", job_id="loose-2")  # handed straight to the idle actor
+    assert (await sup.run(spec, wait=30))["output"] == "again\n"
+    for job_id in ("loose-1", "loose-2"):
+        assert (await rds.hget(keys.job(job_id), "sandbox")) == "off"
     started = [f for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "started"]
-    assert [f.get("sandbox") for f in started] == ["off"]
+    assert [f.get("sandbox") for f in started] == ["off", "off"]
     actor.terminate()
     _, stderr = await asyncio.to_thread(actor.communicate, timeout=20)
     assert b"WITHOUT a sandbox" in stderr
