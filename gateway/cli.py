@@ -47,20 +47,20 @@ def _load_handler(spec: str) -> Callable[..., object]:
 
 
 def cmd_actor(args: argparse.Namespace) -> int:
-    from gateway.actor import Actor
-    from gateway.actor.python_exec import run_python
+    from gateway.actor import Actor, python_actor
+    from gateway.actor.sandbox import SandboxUnavailable
 
     config = resolve(args)
-    actor = Actor(
-        config,
-        group=args.group,
-        instance=args.instance,
-        concurrency=args.concurrency,
-    )
+    where = {"group": args.group, "instance": args.instance, "concurrency": args.concurrency}
     if args.handler:
+        actor = Actor(config, **where)
         actor.handler(args.script_type)(_load_handler(args.handler))  # type: ignore[arg-type]
     elif args.script_type == "python":
-        actor.handler("python")(run_python)
+        try:
+            actor = python_actor(config, **where)
+        except SandboxUnavailable as exc:
+            print(f"hero-gateway actor: {exc}", file=sys.stderr)
+            return 2
     else:
         print(
             f"no built-in executor for script type {args.script_type!r}: pass "

@@ -36,6 +36,13 @@ def _event_loop(text: str) -> str:
     return value
 
 
+def _on_off(text: str) -> str:
+    value = text.strip().lower()
+    if value not in {"on", "off"}:
+        raise ValueError(f"not on or off: {text!r}")
+    return value
+
+
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -311,6 +318,71 @@ SETTINGS: tuple[Setting, ...] = (
         ("actor", "dev"),
     ),
     Setting(
+        "sandbox",
+        "--sandbox",
+        _on_off,
+        "on",
+        "on: every python job runs in bubblewrap namespaces and the actor refuses to start "
+        "where they cannot be made; off: jobs run unconfined (trusted scripts only).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_network",
+        "--job-network",
+        _bool,
+        False,
+        "Give python jobs the host's network (default: loopback of their own only).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_uid",
+        "--job-uid",
+        int,
+        65534,
+        "Host uid and gid python jobs run as when the actor runs as root.",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_memory_mb",
+        "--job-memory-mb",
+        int,
+        1024,
+        "Memory of a whole python job in MiB (its cgroup; else per process, RLIMIT_AS).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_procs",
+        "--job-max-procs",
+        int,
+        64,
+        "Processes and threads of a whole python job (its cgroup; else RLIMIT_NPROC).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_cpu_seconds",
+        "--job-cpu-seconds",
+        int,
+        0,
+        "CPU seconds of each process of a python job (RLIMIT_CPU; 0: the job's timeout + 5).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_output",
+        "--job-max-output",
+        int,
+        1 << 20,
+        "Bytes of a python job's stdout kept as its output (the rest is cut, and says so).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_log",
+        "--job-max-log",
+        int,
+        8 << 20,
+        "Bytes of a job's log file on disk (the rest is cut, and says so).",
+        ("actor", "dev"),
+    ),
+    Setting(
         "event_loop",
         "--event-loop",
         _event_loop,
@@ -368,6 +440,14 @@ class Config:
     shutdown_grace: float = 10.0
     check_results: bool = False
     log_dir: str | None = None
+    sandbox: str = "on"
+    job_network: bool = False
+    job_uid: int = 65534
+    job_memory_mb: int = 1024
+    job_max_procs: int = 64
+    job_cpu_seconds: int = 0
+    job_max_output: int = 1 << 20
+    job_max_log: int = 8 << 20
     event_loop: str = "auto"
     log_format: str = "json"
     log_level: str = "info"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import IO, Any
 
 from gateway.config import Config
@@ -45,4 +46,39 @@ def spawn_actor(
         env=variables,
         cwd=ROOT,
         stderr=log,
+    )
+
+
+def host_pids(marker: str) -> list[int]:
+    """Pids of the processes whose command line contains ``marker``, as the
+    host sees them: how a test finds a job's processes from outside its
+    sandbox (a pid the job prints is one of its own PID namespace)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile
+                continue
+    return found
+
+
+async def marked_running(marker: str) -> bool:
+    """For ``eventually``: a process with ``marker`` in its command line exists."""
+    return bool(host_pids(marker))
+
+
+async def marked_gone(marker: str) -> bool:
+    """For ``eventually``: no process with ``marker`` in its command line is left."""
+    return not host_pids(marker)
+
+
+def sleeper(marker: str, seconds: int = 60) -> str:
+    """Python that starts a child with ``marker`` in its command line, then sleeps."""
+    return (
+        "import subprocess, sys, time\n"
+        f"child = 'import time; time.sleep({seconds})'\n"
+        f"subprocess.Popen([sys.executable, '-c', child, {marker!r}])\n"
+        f"time.sleep({seconds})\n"
     )

@@ -8,10 +8,10 @@ import itertools
 import random
 import signal
 import subprocess
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job, spawn_actor
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, spawn_actor
 
 
 @pytest.fixture
@@ -154,28 +154,23 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 async def test_jobs_of_a_killed_actor_are_re_dispatched(
     fsup: Supervisor,
     fast: Config,
-    tmp_path: Path,
     processes: list[subprocess.Popen[bytes]],
     rds: aioredis.Redis,
 ) -> None:
     """Without spending its retries (it has none): the actor died, not the job."""
-    marker = tmp_path / "runs"
-    script = f"import time\nopen({str(marker)!r}, 'a').write('x')\ntime.sleep(3600)\n"
+    marker = f"hero-test-{uuid.uuid4().hex}"
     victim = spawn_actor(fast, "--script-type", "python", "--instance", "victim")
     processes.append(victim)
-    await fsup.create(job(script, job_id="orphan"))
+    await fsup.create(job(sleeper(marker, 3600), job_id="orphan"))
     await fsup.start("orphan")
-    await eventually(lambda: _exists(marker), within=20)
+    await eventually(lambda: marked_running(marker), within=20)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), within=10)
     got = await fsup.get("orphan")
     assert got["attempt"] == 0 and "died" in (got["error"] or "")
     assert await rds.hget(keys.job("orphan"), "deaths") == "1"
-
-
-async def _exists(path: Path) -> bool:
-    return path.exists()
+    await eventually(lambda: marked_gone(marker))  # its job died with it (--die-with-parent)
 
 
 async def _status_is(sup: Supervisor, job_id: str, status: str) -> bool:

@@ -139,10 +139,10 @@ local OUTPUT_IN_EVENT = 4096
 -- `output`: the job's output when the caller has just written it.
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
-  local result = {}
+  local result = {unpack(ctx.tag or {})}
   if TERMINAL[status] then
     local out = output or redis.call('HGET', JOB .. id, 'output') or ''
-    if #out <= OUTPUT_IN_EVENT then result = {'output', out} end
+    if #out <= OUTPUT_IN_EVENT then result[#result + 1], result[#result + 2] = 'output', out end
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
@@ -208,9 +208,13 @@ local function take(ctx, id, old, who, event, entry)
   local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
   for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
+  -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
+  local off = who.sandbox == 'off' and {'sandbox', 'off'} or {}
+  ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', ''}, nil, event)
+     'finished_at', '', unpack(off)}, nil, event)
+  ctx.tag = nil
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
   return rec
@@ -226,12 +230,13 @@ local function hand_off(ctx, id, old, script_type)
   while true do
     local rec = redis.call('RPOP', idle)
     if not rec then return false end
-    local actor, held, ctl, lease, channel =
-      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)$')
+    local actor, held, ctl, lease, channel, sandbox =
+      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n?([^\n]*)$')
     if lease and redis.call('EXISTS', lease) == 1 then
       redis.call('LPUSH', held, id)
       set_status(ctx, id, old, 'dispatched')
-      local row = take(ctx, id, 'dispatched', {actor = actor, ctl = ctl, lease = lease})
+      local row = take(ctx, id, 'dispatched',
+        {actor = actor, ctl = ctl, lease = lease, sandbox = sandbox})
       redis.call('PUBLISH', channel, cjson.encode(row))
       return true
     end
@@ -743,7 +748,8 @@ end
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
 --       mode; "" for lists), reclaim idle ms (0: don't reclaim), idle record
 --       ("": none), outside grace ms, n_results,
---       (id, status, output, error, log_path, stream entry)*
+--       (id, status, output, error, log_path, stream entry)*,
+--       then "off" from an actor running python jobs without a sandbox
 -- Returns the claimed rows and the ms until a parked id is due (0: none), so
 -- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
@@ -752,6 +758,7 @@ local function hero_cycle(keys, args)
   local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
   local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 9])
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
+  who.sandbox = args[H + 10 + n * 6]  -- "off" from an unconfined python actor
   if record ~= '' then redis.call('LREM', idle, 0, record) end
   for i = 0, n - 1 do
     local b = H + 10 + i * 6
