@@ -398,11 +398,17 @@ async def test_detail_view_shows_a_running_jobs_log_live(
 
     await eventually(printed_first_line)
     await open_detail(page, job_id)
-    # the page when line 3 (printed 2.1 s in, 2 s before the end) appeared
+    loaded = await page.wait_for_function(
+        "document.getElementById('detail-log').textContent", timeout=10_000
+    )
+    # the next line is one job.logs did not have yet
+    wanted = f"line {len((await loaded.json_value()).splitlines())}"
+    assert wanted != "line 6", "the job printed everything before the page looked"
     seen = await page.wait_for_function(
-        "() => { const log = document.getElementById('detail-log').textContent;"
-        " return log.includes('line 3') && { log,"
+        "wanted => { const log = document.getElementById('detail-log').textContent;"
+        " return log.includes(wanted) && { log,"
         " status: document.getElementById('detail-section').dataset.status } }",
+        arg=wanted,
         timeout=10_000,
     )
     seen_while = await seen.json_value()
