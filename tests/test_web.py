@@ -5,8 +5,9 @@ missing) driven by Playwright for Python; Playwright's own browser downloads
 are never used. The browser tests run against a real gateway, redis-server
 and python actor: a job submitted and stopped, the job detail view, the
 filters, the live chart against ``queue.stats``, a DLQ replay and a purge with
-an admin key, a user key that sees only its own jobs, and the detail view's
-``log``/``progress`` handling. One leaves a screenshot in test-artifacts/.
+an admin key, a user key that sees only its own jobs, a failed job's stdout
+and stderr, a running job's log lines arriving live, and an SDK job's progress
+bar moving while it runs. One leaves a screenshot in test-artifacts/.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from typing import Any
 
 import pytest
 
-from gateway.actor import Actor
+from gateway.actor import Actor, JobContext
 from gateway.codegen import js_client
 from gateway.config import Config
 from gateway.pipeline.charts import plotly_js
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
 from gateway.web import FILES, PLOTLY_URL
-from tests.helpers import job
+from tests.helpers import eventually, job
 from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
 
 __all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
@@ -271,7 +272,8 @@ async def test_console_detail_filters_and_live_chart(
     ok = await sup.run(job("print('fine')"), wait=30)
     failed = await sup.run(
         job(
-            "print('before failing', flush=True)\nraise SystemExit('boom')",
+            "import sys\nprint('before failing')\nprint('on stderr', file=sys.stderr)\n"
+            "raise SystemExit('boom')",
             env_vars={"SECRET_TOKEN": "hunter2"},
         ),
         wait=30,
@@ -294,8 +296,15 @@ async def test_console_detail_filters_and_live_chart(
     assert "raise SystemExit('boom')" in await page.inner_text("#detail-script")
     assert await page.inner_text("#detail-env") == "SECRET_TOKEN"
     assert "hunter2" not in await page.inner_text("body")
-    assert "boom" in await page.inner_text("#detail-error")
-    assert failed["output"] is None or failed["output"] in await page.inner_text("#detail-output")
+    # a failed job's stdout is its output, its stderr its error; the log has both
+    assert failed["output"] == "before failing\n"
+    assert await page.text_content("#detail-output") == failed["output"]
+    assert await page.text_content("#detail-error") == "on stderr\nboom"
+    await page.wait_for_function(
+        "['before failing', 'on stderr', 'boom'].every(line => "
+        "document.getElementById('detail-log').textContent.split('\\n').includes(line))",
+        timeout=10_000,
+    )
     timeline = await page.eval_on_selector_all(
         "#detail-timeline li", "items => items.map(i => i.dataset.event)"
     )
@@ -354,39 +363,115 @@ async def test_console_detail_filters_and_live_chart(
     assert errors == [], errors
 
 
-LOG_AND_PROGRESS = """async () => {
-  const { JobDetail } = await import("/web/detail.js");
-  const detail = new JobDetail();
-  detail.jobId = "j1";
-  detail.loaded = "tick\\n";  // what job.logs returned
-  document.getElementById("detail-log").textContent = detail.loaded;
-  const log = (lines) => detail.onEvent(null, { job_id: "j1", event: "log", lines });
-  log("tick\\n");  // replayed: job.logs had it
-  log("tick\\n");  // printed again, live
-  log("done\\n");
-  detail.onEvent(null, { job_id: "other", event: "log", lines: "not this job\\n" });
-  detail.onEvent(null, { job_id: "j1", event: "progress", progress: 0.4, message: "step 2 of 5" });
-  const bar = document.getElementById("detail-progress");
-  return {
-    log: document.getElementById("detail-log").textContent,
-    progress: bar.hidden ? null : bar.value,
-    message: document.getElementById("detail-progress-message").textContent,
-  };
-}"""
+#: Prints a line every 0.7 s, six times (the executor runs python unbuffered).
+TICKER = """
+import time
+for i in range(6):
+    print(f"line {i}")
+    time.sleep(0.7)
+"""
 
 
-async def test_detail_view_appends_log_events_and_shows_progress(
-    gateway: RunningGateway, browser: Any
+async def open_detail(page: Any, job_id: str) -> None:
+    """Click the job's row (job.list or the live stream put it there)."""
+    row = f'#jobs tbody tr[data-job-id="{job_id}"]'
+    await page.wait_for_selector(row, timeout=10_000)
+    await page.click(row)
+    await page.wait_for_function(
+        "id => document.getElementById('detail-id').textContent === id", arg=job_id
+    )
+
+
+async def test_detail_view_shows_a_running_jobs_log_live(
+    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any
 ) -> None:
-    """The detail view's handling of ``log`` (``lines``) and ``progress`` events,
-    driven through its own module in the page (the events themselves come from
-    the actor side)."""
+    """Opened while the job runs, after it printed: job.logs gives the lines so
+    far, the subscription's replay repeats them (shown once), and the lines
+    printed afterwards arrive as ``log`` events while the job is ``started``."""
     page, errors = await open_page(browser, gateway.http_url + "/")
     await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
-    shown = await page.evaluate(LOG_AND_PROGRESS)
-    assert shown["log"] == "tick\ntick\ndone\n"
-    assert shown["progress"] == pytest.approx(0.4)
-    assert shown["message"] == "step 2 of 5"
+    job_id = (await sup.create(job(TICKER)))["job_id"]
+    await sup.start(job_id)
+
+    async def printed_first_line() -> bool:
+        return "line 0" in (await sup.logs(job_id))["logs"]
+
+    await eventually(printed_first_line)
+    await open_detail(page, job_id)
+    loaded = await page.wait_for_function(
+        "document.getElementById('detail-log').textContent", timeout=10_000
+    )
+    # the next line is one job.logs did not have yet
+    wanted = f"line {len((await loaded.json_value()).splitlines())}"
+    assert wanted != "line 6", "the job printed everything before the page looked"
+    seen = await page.wait_for_function(
+        "wanted => { const log = document.getElementById('detail-log').textContent;"
+        " return log.includes(wanted) && { log,"
+        " status: document.getElementById('detail-section').dataset.status } }",
+        arg=wanted,
+        timeout=10_000,
+    )
+    seen_while = await seen.json_value()
+    assert seen_while["status"] == "started"
+    assert (await sup.status(job_id))["status"] == "started"
+    expected = "".join(f"line {i}\n" for i in range(6))
+    # every line once, in order: the replay of what job.logs had is not shown twice
+    assert expected.startswith(seen_while["log"]), seen_while["log"]
+
+    await page.wait_for_selector("#detail-section[data-status=finished]", timeout=15_000)
+    assert (await sup.logs(job_id))["logs"] == expected
+    await page.wait_for_function(
+        "text => document.getElementById('detail-log').textContent === text",
+        arg=expected,
+        timeout=10_000,
+    )
+    assert await page.text_content("#detail-output") == expected  # job.output, stdout
+    assert errors == [], errors
+
+
+async def test_detail_view_progress_bar_moves_while_an_sdk_job_runs(
+    gateway: RunningGateway, sup: Supervisor, actors: Any, config: Config, browser: Any
+) -> None:
+    """An SDK handler reports progress, then waits for the test to let it go on,
+    so each step is seen in the page while the job runs."""
+    steps = [asyncio.Event() for _ in range(3)]
+    actor = Actor(config, instance="sdk")
+
+    @actor.handler("osis")
+    async def run(ctx: JobContext) -> str:
+        for i, go_on in enumerate(steps, 1):
+            ctx.progress(i / 4, f"step {i} of 4")
+            await go_on.wait()
+        return "all steps done"
+
+    actors(actor)
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    job_id = (await sup.create(job("x", script_type="osis")))["job_id"]
+    await sup.start(job_id)
+    try:
+        await open_detail(page, job_id)
+        for i, go_on in enumerate(steps, 1):
+            await page.wait_for_function(
+                "([value, message]) => { const bar = document.getElementById('detail-progress');"
+                " return !bar.hidden && bar.value === value && document.getElementById("
+                "'detail-progress-message').textContent === message }",
+                arg=[i / 4, f"step {i} of 4"],
+                timeout=10_000,
+            )
+            assert await page.get_attribute("#detail-section", "data-status") == "started"
+            assert (await sup.status(job_id))["status"] == "started"
+            go_on.set()
+    finally:
+        for go_on in steps:  # a failed wait must not leave the handler hanging
+            go_on.set()
+    await page.wait_for_function(
+        "document.getElementById('detail-output').textContent === 'all steps done'",
+        timeout=10_000,
+    )
+    assert await page.get_attribute("#detail-section", "data-status") == "finished"
+    assert await page.evaluate("document.getElementById('detail-progress').value") == 1
+    assert await page.inner_text("#detail-progress-message") == ""
     assert errors == [], errors
 
 

@@ -4,7 +4,7 @@
 // error, times), job.logs the log so far. A subscription to this one job, replayed
 // from its creation, draws the timeline and keeps it live: `log` events append
 // their `lines` to the log pane, `progress` events move the bar, and a terminal
-// event reloads the record for the final output and error.
+// event reloads the record and the log for the final output, error and log tail.
 
 import { $, el, TERMINAL, clock, explain, statusBadge } from "/web/dom.js";
 
@@ -29,8 +29,10 @@ export class JobDetail {
   constructor() {
     this.jobId = null;
     this.stream = null;
-    this.loaded = ""; // the job.logs answer, which replayed log events repeat
-    this.cursor = 0; // how far into `loaded` the log events have been matched
+    this.loaded = ""; // the job.logs answer, which the replayed log events repeat
+    this.replayed = ""; // the log events' lines so far, until they reach `loaded`
+    this.caughtUp = false; // log events are new lines from here on
+    this.ended = false; // the job ended: job.logs has its whole (tail of the) log
   }
 
   /** Show `jobId` (from a fresh `hero` connection). */
@@ -53,15 +55,15 @@ export class JobDetail {
     this.draw(job);
     const created = Date.parse(job.created_at || "") || Date.now();
     this.loaded = "";
-    this.cursor = 0;
+    this.replayed = "";
+    this.ended = TERMINAL.has(job.status);
     try {
-      const logs = await hero.jobLogs({ job_id: jobId });
-      if (this.jobId !== jobId) return;
-      this.loaded = logs.logs || "";
-      $("detail-log").textContent = this.loaded;
+      this.loaded = await this.loadLog(hero, jobId);
     } catch (err) {
       $("detail-log").textContent = `(no logs: ${explain(err)})`;
     }
+    if (this.jobId !== jobId) return;
+    this.caughtUp = this.loaded === "";
     try {
       const stream = await hero.subscribe(
         { job_ids: [jobId], since: `${Math.max(created - 1000, 0)}-0` },
@@ -108,20 +110,32 @@ export class JobDetail {
     $("detail-progress-message").textContent = message || "";
   }
 
-  /** Lines of a `log` event, unless job.logs already had them: the replay from
-   * the job's creation repeats what job.logs returned, in the same order, so each
-   * event is matched against the loaded text from where the previous one ended
-   * (no clock involved; a line printed twice is matched twice). */
+  /** job.logs into the log pane; its text. */
+  async loadLog(hero, jobId) {
+    const text = (await hero.jobLogs({ job_id: jobId })).logs || "";
+    if (this.jobId === jobId) $("detail-log").textContent = text;
+    return text;
+  }
+
+  /** The lines of a `log` event (complete lines, without the last newline),
+   * unless job.logs already had them. While a job runs, job.logs is the
+   * concatenation of its log events' lines (each ending in a newline; its
+   * start cut when over the tail's cap), and the replay from the job's creation
+   * repeats those events in order: so the replayed lines are collected until
+   * they end with the loaded text, and only the events after that are new (no
+   * clock involved; a line printed twice counts twice). Once the job ended, the
+   * loaded log is its final tail and no event adds to it. */
   appendLog(text) {
-    const found = this.loaded.indexOf(text, this.cursor);
-    if (found >= 0) {
-      this.cursor = found + text.length;
+    if (this.ended) return;
+    const lines = text + "\n";
+    if (!this.caughtUp) {
+      this.replayed += lines;
+      this.caughtUp = this.replayed.endsWith(this.loaded);
+      if (this.caughtUp) this.replayed = "";
       return;
     }
-    this.cursor = this.loaded.length; // past what was loaded: everything is new now
     const pane = $("detail-log");
-    const joined = pane.textContent && !pane.textContent.endsWith("\n") ? "\n" + text : text;
-    pane.textContent += joined;
+    pane.textContent += lines;
     pane.scrollTop = pane.scrollHeight;
   }
 
@@ -147,11 +161,15 @@ export class JobDetail {
     $("detail-status").replaceChildren(statusBadge(event.status));
     $("detail-section").dataset.status = event.status;
     if (TERMINAL.has(event.status)) {
+      // the actor stored the log's final tail (an unfinished last line, lines past
+      // the live caps) before it reported the end
+      this.ended = true;
       const jobId = this.jobId;
       hero.jobGet({ job_id: jobId }).then(
         (job) => this.jobId === jobId && this.draw(job),
         () => {},
       );
+      this.loadLog(hero, jobId).catch(() => {});
     }
   }
 }
