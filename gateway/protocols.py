@@ -1,0 +1,68 @@
+"""uvicorn's HTTP and WebSocket protocols, with the two deadlines they lack.
+
+- Headers: uvicorn's h11 protocol waits forever for a request's headers (its
+  keep-alive timeout starts only after a response), so a client that sends
+  half a request line holds a connection for good. ``HeaderDeadlineH11``
+  closes a connection that has not completed a request's headers within
+  ``header_timeout`` seconds of opening or of its last response.
+- Closing: when the app is done with a WebSocket whose peer does not read,
+  uvicorn closes the transport, and asyncio keeps a closing transport open
+  until its write buffer drains, which for that peer is never.
+  ``AbortingWebSocketProtocol`` aborts the socket if it is still open
+  ``close_timeout`` seconds after the app returned.
+
+The app (``gateway.rpc``) bounds what it can see; these bound what only the
+server sees. Passed to ``uvicorn.Config`` by ``gateway.server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+
+class HeaderDeadlineH11(H11Protocol):
+    """h11 with a deadline for each request's headers (``header_timeout``)."""
+
+    header_timeout = 10.0
+
+    def connection_made(  # type: ignore[override]  # as uvicorn's own
+        self, transport: asyncio.Transport
+    ) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()
+
+    def _arm(self) -> None:
+        self.loop.call_later(self.header_timeout, self._expire, self.cycle)
+
+    def _expire(self, armed: RequestResponseCycle | None) -> None:
+        """Close unless a request arrived since ``armed`` (or one is being served,
+        or the connection became a WebSocket, or is closing already)."""
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            return
+        if self.cycle is armed and (armed is None or armed.response_complete):
+            self.transport.close()
+
+
+def http_protocol(header_timeout: float) -> type[HeaderDeadlineH11]:
+    """The h11 protocol class with ``header_timeout`` (uvicorn builds one per connection)."""
+    return type("HeaderDeadlineH11", (HeaderDeadlineH11,), {"header_timeout": header_timeout})
+
+
+class AbortingWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol that never outlives its app by long."""
+
+    async def run_asgi(self) -> None:
+        await super().run_asgi()
+        if not self.disconnected:
+            self.loop.call_later(self.close_timeout, self._abort)
+
+    def _abort(self) -> None:
+        if not self.disconnected:
+            self.transport.abort()
