@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import BackendUnavailable
@@ -29,6 +30,27 @@ class Commands(Protocol):
     both (Function calls and the per-connection checks take either)."""
 
     async def execute_command(self, *args: Any) -> Any: ...
+
+
+#: Error replies that mean "not now", not "no": Redis is loading its dataset
+#: (just after a restart), busy in a long script, a replica without its master,
+#: a cluster slot on the move. They pass like an outage does.
+TRANSIENT_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"})
+
+
+class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's class is untyped
+    """A transient error reply, raised as a connection error (redis-py does the
+    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` and the
+    pool's retry treat it as the outage it is, not as a refusal of the command."""
+
+
+def transient(reply: ResponseError) -> bool:
+    return str(reply).partition(" ")[0] in TRANSIENT_REPLIES
+
+
+def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:
+    """The exception an error reply raises: ``RedisNotReady`` for a transient one."""
+    return RedisNotReady(str(reply)) if transient(reply) else reply
 
 
 #: Errors that mean "Redis is not reachable right now".
@@ -58,7 +80,8 @@ def pooled(url: str, max_connections: int, name: str, *, resend: bool = True) ->
 
 
 def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Map "Redis unreachable" to BackendUnavailable (-32007) at the supervisor boundary."""
+    """Map "Redis unreachable" (or answering a transient error, such as LOADING)
+    to BackendUnavailable (-32007) at the supervisor boundary."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -66,6 +89,10 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             return await fn(*args, **kwargs)
         except UNAVAILABLE:
             raise BackendUnavailable() from None
+        except ResponseError as exc:
+            if transient(exc):  # from redis-py's own parser (it maps only LOADING itself)
+                raise BackendUnavailable() from None
+            raise
 
     return wrapper
 
