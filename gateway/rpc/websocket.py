@@ -55,6 +55,10 @@ CLOSE_TRY_AGAIN = 1013
 
 LOGIN = "auth.login"
 
+#: Seconds a close frame may wait for a client that does not read before the
+#: socket is given up on (uvicorn's own closing handshake allows as long).
+CLOSE_TIMEOUT = 10.0
+
 NOT_READING = "client does not read its replies"
 AUTH_TIMEOUT = "authentication timeout"
 
@@ -132,13 +136,13 @@ class Connection:
 
     async def close(self, code: int, reason: str) -> None:
         """Send a close frame (after the text being written now; the rest is
-        dropped). A client that does not read gets ``unsent_grace`` seconds to
+        dropped). A client that does not read gets CLOSE_TIMEOUT seconds to
         take it; then the socket is given up on (the server aborts it)."""
         if self._closing:
             return
         self._closing = True
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError, TimeoutError):
-            await asyncio.wait_for(self._ws.close(code, reason), self._grace)
+            await asyncio.wait_for(self._ws.close(code, reason), CLOSE_TIMEOUT)
 
     async def drain(self, grace: float) -> None:
         """Shutdown: let the calls in flight answer and their replies go out
@@ -177,7 +181,10 @@ class Connection:
             return
         else:
             elements, taken = admit(frame, self._budget)
-        self._spawn(self._answer(frame, elements, taken))
+        if taken == 0:  # nothing to run (all refused or invalid): no task per frame
+            await self._answer(frame, elements, taken)
+        else:
+            self._spawn(self._answer(frame, elements, taken))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -1,0 +1,192 @@
+"""A client that never reads, and frames no honest client sends, against a real gateway.
+
+The never-reading client is a plain socket with a 4 KB receive buffer that
+never calls ``recv`` while it writes, so the server's replies back up for
+real; the gateway process's RSS is read from ``/proc`` (the uvicorn
+subprocess itself).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import connect as ws_connect
+
+from gateway.rpc.websocket import NOT_READING
+from tests import raw_ws
+from tests import server_support as support
+from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
+
+server = support.server
+shared_server = support.shared_server
+rpc = support.rpc
+
+MAX_UNSENT = 256 * 1024
+GRACE = 2.0
+RSS_GROWTH_LIMIT_KB = 20 * 1024
+
+
+@pytest.fixture
+def bounded_server(redis_url: str, tmp_path: Path) -> Iterator[Server]:
+    with running_server(
+        redis_url, tmp_path / "serve.log", max_unsent_bytes=MAX_UNSENT, unsent_grace=GRACE
+    ) as started:
+        yield started
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def discover_over_ws(server: Server, times: int) -> None:
+    with ws_connect(server.ws, max_size=None) as ws:
+        for i in range(times):
+            ws.send(json.dumps(req("rpc.discover", id=i + 1)))
+            assert "result" in json.loads(ws.recv(timeout=10))
+
+
+def test_a_client_that_never_reads_is_stopped_and_closed_1008(bounded_server: Server) -> None:
+    """Requests for large replies (the 35 KB contract) are written without ever
+    reading: the gateway stops reading the socket once MAX_UNSENT bytes wait,
+    its RSS stays within +20 MB, and after the grace the socket is closed 1008."""
+    pid = bounded_server.proc.pid
+    discover_over_ws(bounded_server, 50)  # warm: the contract encoded, allocator settled
+    baseline = peak = rss_kb(pid)
+    sock = raw_ws.connect(bounded_server.port, rcvbuf=4096)
+    one = raw_ws.frame(json.dumps(req("rpc.discover", id=1)).encode())
+    data = one * 100
+    sock.setblocking(False)
+    started = time.monotonic()
+    sent_bytes = position = 0
+    blocked_since: float | None = None
+    sampled = 0.0
+    while sent_bytes // len(one) < 100_000 and time.monotonic() - started < 30:
+        now = time.monotonic()
+        if now - sampled > 0.2:
+            peak, sampled = max(peak, rss_kb(pid)), now
+        _, writable, _ = select.select([], [sock], [], 0.2)
+        if not writable:
+            blocked_since = blocked_since or now
+            if now - blocked_since > 1.0:
+                break  # the gateway stopped reading
+            continue
+        blocked_since = None
+        try:
+            n = sock.send(data[position:])
+        except BlockingIOError:
+            continue
+        sent_bytes += n
+        position = (position + n) % len(data)
+    requests = sent_bytes // len(one)
+    assert blocked_since is not None, f"the gateway kept reading ({requests} requests)"
+    until = time.monotonic() + GRACE + 1
+    while time.monotonic() < until:  # past the grace, still not reading
+        peak = max(peak, rss_kb(pid))
+        time.sleep(0.2)
+    assert peak - baseline < RSS_GROWTH_LIMIT_KB, (baseline, peak, requests)
+    sock.setblocking(True)
+    got = raw_ws.read_until_close(sock)
+    sock.close()
+    assert (got.close_code, got.close_reason) == (1008, NOT_READING), got
+    assert got.texts < requests
+    discover_over_ws(bounded_server, 1)  # the gateway is fine
+
+
+def test_a_client_that_reads_slowly_gets_every_answer(bounded_server: Server) -> None:
+    """Over the bound but reading within the grace: nothing is lost, nothing closed."""
+    sock = raw_ws.connect(bounded_server.port, rcvbuf=4096)
+    n = 40  # 40 x 35 KB: well over MAX_UNSENT
+    sock.sendall(
+        b"".join(raw_ws.frame(json.dumps(req("rpc.discover", id=i)).encode()) for i in range(n))
+    )
+    time.sleep(GRACE / 2)
+    sock.sendall(raw_ws.frame(b"", raw_ws.CLOSE))
+    got = raw_ws.read_until_close(sock)
+    sock.close()
+    assert got.texts == n and got.close_code is None or got.close_code == 1000
+
+
+# -- invalid Unicode and deep nesting -------------------------------------------------
+
+WHOAMI_BAD_ID = '{"jsonrpc":"2.0","id":"\\ud800","method":"auth.whoami"}'
+GOOD = '{"jsonrpc":"2.0","id":2,"method":"auth.whoami"}'
+
+
+def create(job: dict[str, Any]) -> str:
+    return json.dumps(
+        req("job.create", {"job": {"script": "print(1)", "script_type": "python", **job}}, id=7)
+    )
+
+
+SURROGATE_PARAMS = [
+    ({"env_vars": {"X": "\udfff"}}, "job.env_vars.X"),
+    ({"env_vars": {"\ud800": "x"}}, "job.env_vars"),
+    ({"job_id": "a\ud800"}, "job.job_id"),
+    ({"script": "print('\udc00')"}, "job.script"),
+    ({"prerequisites": ["\ud800"]}, "job.prerequisites.0"),
+]
+
+
+async def test_a_lone_surrogate_in_a_frame_is_a_parse_error(rpc: Rpc, server: Server) -> None:
+    answer = await rpc.raw(WHOAMI_BAD_ID, key=None)
+    assert answer["error"]["code"] == -32700 and answer["id"] is None
+    method = '{"jsonrpc":"2.0","id":3,"method":"auth.who\\udfffami"}'
+    assert (await rpc.raw(method, key=None))["error"]["code"] == -32700
+    status, body = await post(f"{server.http}/rpc", WHOAMI_BAD_ID)
+    assert (status, body["error"]["code"]) == (200, -32700)
+
+
+async def test_a_lone_surrogate_in_a_batch_costs_only_its_element(rpc: Rpc, server: Server) -> None:
+    batch = f"[{WHOAMI_BAD_ID},{GOOD}]"
+    answers = await rpc.raw(batch, key=("batch", 2))
+    by_id = {a["id"]: a for a in answers}
+    assert by_id[None]["error"]["code"] == -32600
+    assert by_id[2]["result"]["scope"] == "anonymous"
+    status, body = await post(f"{server.http}/rpc", batch)
+    assert status == 200 and sorted(str(a["id"]) for a in body) == ["2", "None"]
+
+
+@pytest.mark.parametrize(("job", "path"), SURROGATE_PARAMS)
+async def test_a_lone_surrogate_in_params_is_invalid_params_and_never_stored(
+    rpc: Rpc, server: Server, job: dict[str, Any], path: str
+) -> None:
+    text = create(job)
+    answer = await rpc.raw(text, key=7)
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"]["path"] == path
+    status, body = await post(f"{server.http}/rpc", text)
+    assert (status, body["error"]["code"], body["error"]["data"]["path"]) == (200, -32602, path)
+    assert (await rpc.call("job.list", {}))["jobs"] == []
+    await rpc.call("job.create", {"job": {"script": "print(1)", "script_type": "python"}})
+    assert len((await rpc.call("job.list", {}))["jobs"]) == 1
+
+
+async def test_deep_nesting_is_invalid_params(rpc: Rpc, server: Server) -> None:
+    deep = "[" * 950 + "]" * 950
+    text = create({}).replace('"python"', f'"python","prerequisites":{deep}')
+    answer = await rpc.raw(text, key=7)
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"]["path"].startswith("job.prerequisites")
+    status, body = await post(f"{server.http}/rpc", text)
+    assert (status, body["error"]["code"]) == (200, -32602)
+    assert (await rpc.call("job.list", {}))["jobs"] == []
+    assert "RecursionError" not in server.log()
+
+
+def test_an_oversized_fragmented_message_is_closed_1009(server: Server) -> None:
+    sock = raw_ws.connect(server.port)
+    half = b"x" * (MAX_MESSAGE_BYTES // 2 + 1024)
+    sock.sendall(raw_ws.frame(b'{"pad":"' + half, fin=False))
+    sock.sendall(raw_ws.frame(half + b'"}', raw_ws.CONTINUATION))
+    got = raw_ws.read_until_close(sock)
+    sock.close()
+    assert got.close_code == 1009
