@@ -190,3 +190,17 @@ def test_an_oversized_fragmented_message_is_closed_1009(server: Server) -> None:
     got = raw_ws.read_until_close(sock)
     sock.close()
     assert got.close_code == 1009
+
+
+def test_a_fragmented_message_far_over_the_limit_still_gets_1009(server: Server) -> None:
+    """The client is still sending fragments when the server gives up on the
+    message: the close frame must reach it all the same (not a reset, 1006)."""
+    sock = raw_ws.connect(server.port)
+    piece = b"x" * 8192
+    frames = [raw_ws.frame(b'{"pad":"' + piece, fin=False)]
+    frames += [raw_ws.frame(piece, raw_ws.CONTINUATION, fin=False) for _ in range(60)]
+    frames.append(raw_ws.frame(b'"}', raw_ws.CONTINUATION))
+    sock.sendall(b"".join(frames))
+    got = raw_ws.read_until_close(sock)
+    sock.close()
+    assert got.close_code == 1009
