@@ -9,16 +9,18 @@ subprocess itself).
 from __future__ import annotations
 
 import json
+import os
 import select
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from websockets.sync.client import connect as ws_connect
 
-from gateway.rpc.websocket import NOT_READING
+from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
 from tests import raw_ws
 from tests import server_support as support
 from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
@@ -54,14 +56,10 @@ def discover_over_ws(server: Server, times: int) -> None:
             assert "result" in json.loads(ws.recv(timeout=10))
 
 
-def test_a_client_that_never_reads_is_stopped_and_closed_1008(bounded_server: Server) -> None:
-    """Requests for large replies (the 35 KB contract) are written without ever
-    reading: the gateway stops reading the socket once MAX_UNSENT bytes wait,
-    its RSS stays within +20 MB, and after the grace the socket is closed 1008."""
-    pid = bounded_server.proc.pid
-    discover_over_ws(bounded_server, 50)  # warm: the contract encoded, allocator settled
-    baseline = peak = rss_kb(pid)
-    sock = raw_ws.connect(bounded_server.port, rcvbuf=4096)
+def flood(sock: socket.socket, sample: Callable[[], None]) -> tuple[int, bool]:
+    """Write rpc.discover requests without ever reading, until the gateway stops
+    taking them (blocked for a second), 100,000 were sent, or 30 s passed.
+    ``sample`` runs about every 0.2 s. Returns (requests sent, blocked)."""
     one = raw_ws.frame(json.dumps(req("rpc.discover", id=1)).encode())
     data = one * 100
     sock.setblocking(False)
@@ -72,12 +70,13 @@ def test_a_client_that_never_reads_is_stopped_and_closed_1008(bounded_server: Se
     while sent_bytes // len(one) < 100_000 and time.monotonic() - started < 30:
         now = time.monotonic()
         if now - sampled > 0.2:
-            peak, sampled = max(peak, rss_kb(pid)), now
+            sample()
+            sampled = now
         _, writable, _ = select.select([], [sock], [], 0.2)
         if not writable:
             blocked_since = blocked_since or now
             if now - blocked_since > 1.0:
-                break  # the gateway stopped reading
+                return sent_bytes // len(one), True
             continue
         blocked_since = None
         try:
@@ -86,19 +85,51 @@ def test_a_client_that_never_reads_is_stopped_and_closed_1008(bounded_server: Se
             continue
         sent_bytes += n
         position = (position + n) % len(data)
-    requests = sent_bytes // len(one)
-    assert blocked_since is not None, f"the gateway kept reading ({requests} requests)"
+    return sent_bytes // len(one), False
+
+
+def test_a_client_that_never_reads_is_stopped_and_closed_1008(bounded_server: Server) -> None:
+    """Requests for large replies (the 35 KB contract) are written without ever
+    reading: the gateway stops reading the socket once MAX_UNSENT bytes wait,
+    its RSS stays within +20 MB, and after the grace the socket is closed 1008."""
+    pid = bounded_server.proc.pid
+    discover_over_ws(bounded_server, 50)  # warm: the contract encoded, allocator settled
+    baseline = rss_kb(pid)
+    peaks = [baseline]
+    sock = raw_ws.connect(bounded_server.port, rcvbuf=4096)
+    requests, blocked = flood(sock, lambda: peaks.append(rss_kb(pid)))
+    assert blocked, f"the gateway kept reading ({requests} requests)"
     until = time.monotonic() + GRACE + 1
     while time.monotonic() < until:  # past the grace, still not reading
-        peak = max(peak, rss_kb(pid))
+        peaks.append(rss_kb(pid))
         time.sleep(0.2)
-    assert peak - baseline < RSS_GROWTH_LIMIT_KB, (baseline, peak, requests)
+    assert max(peaks) - baseline < RSS_GROWTH_LIMIT_KB, (baseline, max(peaks), requests)
     sock.setblocking(True)
     got = raw_ws.read_until_close(sock)
     sock.close()
     assert (got.close_code, got.close_reason) == (1008, NOT_READING), got
     assert got.texts < requests
     discover_over_ws(bounded_server, 1)  # the gateway is fine
+
+
+def test_a_client_that_never_reads_at_all_is_let_go(bounded_server: Server) -> None:
+    """Not even the close frame is read: the gateway gives the socket up (aborts
+    it) instead of holding it, its buffers and a file descriptor, for good."""
+    pid = bounded_server.proc.pid
+    discover_over_ws(bounded_server, 1)
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    sock = raw_ws.connect(bounded_server.port, rcvbuf=4096)
+    try:
+        _, blocked = flood(sock, lambda: None)
+        assert blocked
+        assert len(os.listdir(f"/proc/{pid}/fd")) > fds
+        # grace, then CLOSE_TIMEOUT for the close frame, then uvicorn's close timeout
+        deadline = time.monotonic() + GRACE + CLOSE_TIMEOUT + 10 + 15
+        while len(os.listdir(f"/proc/{pid}/fd")) > fds:
+            assert time.monotonic() < deadline, "the gateway still holds the socket"
+            time.sleep(0.5)
+    finally:
+        sock.close()
 
 
 def test_a_client_that_reads_slowly_gets_every_answer(bounded_server: Server) -> None:
