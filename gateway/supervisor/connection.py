@@ -15,8 +15,8 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import BackendUnavailable
@@ -45,7 +45,11 @@ class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's c
 
 
 def transient(reply: ResponseError) -> bool:
-    return str(reply).partition(" ")[0] in TRANSIENT_REPLIES
+    """Whether an error reply is one of TRANSIENT_REPLIES. redis-py's parser
+    moves the code out of the message (into ``status_code``, and a class of its
+    own for some, such as ``ClusterDownError``); hiredis on the wire keeps it in."""
+    code = getattr(reply, "status_code", None) or str(reply).partition(" ")[0]
+    return code in TRANSIENT_REPLIES or isinstance(reply, ClusterDownError | TryAgainError)
 
 
 def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:

@@ -1,4 +1,4 @@
-"""A real redis-server that answers LOADING, behind a real gateway.
+"""A real redis-server in a transient state (LOADING, BUSY), behind a real gateway.
 
 Redis answers ``-LOADING`` while it reads its dataset after a restart. The
 test makes that last: it saves 100,000 keys, restarts the server on the same
@@ -13,6 +13,7 @@ waiting instead of logging ``wait sweep failed``; afterwards all is well.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -150,3 +151,51 @@ async def rpc_until_ok(rpc: Rpc, method: str, params: dict[str, object]) -> dict
             return answer["result"]  # type: ignore[no-any-return]
         assert answer["error"]["code"] == -32007 and time.monotonic() < deadline, answer
         await asyncio.sleep(0.1)
+
+
+async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Another transient state, for real: a script that runs past
+    ``busy-reply-threshold`` makes Redis answer BUSY to everyone else until it
+    is killed. Calls meanwhile are -32007 (no -32603); afterwards they work."""
+    redis_server = EmbeddedRedis(tmp_path / "busy", appendonly=False).start()
+    admin = redis.Redis(port=redis_server.port)
+    admin.config_set("busy-reply-threshold", 50)
+    spinner = redis.Redis(port=redis_server.port, socket_timeout=60)
+    try:
+        with running_server(redis_server.url, tmp_path / "serve.log") as gateway:
+            async with Rpc.connect(gateway.ws) as rpc:
+                assert (await rpc.call("job.list", {}))["jobs"] == []
+                spin = asyncio.create_task(asyncio.to_thread(spinner.eval, "while true do end", 0))
+                await asyncio.to_thread(until_busy, redis_server.port)
+                answer = await rpc.request("job.list", {}, within=30)
+                assert answer["error"]["code"] == -32007, answer
+                answer = await rpc.request("job.get", {"job_id": "x"}, within=30)
+                assert answer["error"]["code"] == -32007, answer
+                admin.script_kill()
+                with contextlib.suppress(redis.ResponseError):
+                    await spin
+                assert "jobs" in await rpc_until_ok(rpc, "job.list", {})
+            log = gateway.log()
+        assert "rpc method failed" not in log
+    finally:
+        admin.close()
+        spinner.close()
+        redis_server.stop()
+
+
+def until_busy(port: int) -> None:
+    client = redis.Redis(port=port, retry=None, retry_on_error=[])
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            try:
+                client.ping()
+            except redis.ResponseError as exc:
+                if str(exc).startswith("BUSY"):
+                    return
+            assert time.monotonic() < deadline, "Redis never got BUSY"
+            time.sleep(0.05)
+    finally:
+        client.close()
