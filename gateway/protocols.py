@@ -27,6 +27,7 @@ class HeaderDeadlineH11(H11Protocol):
     """h11 with a deadline for each request's headers (``header_timeout``)."""
 
     header_timeout = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(  # type: ignore[override]  # as uvicorn's own
         self, transport: asyncio.Transport
@@ -38,12 +39,21 @@ class HeaderDeadlineH11(H11Protocol):
         super().on_response_complete()
         self._arm()
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)
+
     def _arm(self) -> None:
-        self.loop.call_later(self.header_timeout, self._expire, self.cycle)
+        """One timer per connection, re-armed after each response."""
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._expire, self.cycle)
 
     def _expire(self, armed: RequestResponseCycle | None) -> None:
         """Close unless a request arrived since ``armed`` (or one is being served,
         or the connection became a WebSocket, or is closing already)."""
+        self._header_timer = None
         if self.transport.is_closing() or self.transport.get_protocol() is not self:
             return
         if self.cycle is armed and (armed is None or armed.response_complete):
