@@ -105,7 +105,7 @@ async def test_idle_unauthenticated_sockets_are_closed_by_the_deadline(
             return time.monotonic() - opened
 
         lived = await asyncio.gather(*(one() for _ in range(IDLE_SOCKETS)))
-        assert min(lived) > DEADLINE - 1.0, min(lived)
+        assert min(lived) > DEADLINE / 3, min(lived)  # by the deadline, not at once
         assert (await keyed.call("auth.whoami"))["scope"] == "admin"  # past the deadline
 
 
@@ -132,7 +132,7 @@ async def test_half_sent_headers_are_closed_by_the_header_timeout(
         return time.monotonic() - opened
 
     lived = await asyncio.gather(*(half() for _ in range(1000)))
-    assert min(lived) > DEADLINE - 1.0
+    assert min(lived) > DEADLINE / 3
     # a call that takes longer than the header timeout, its headers sent: answered
     url, header = f"{keyed_server.http}/rpc", {"Authorization": f"Bearer {admin_key}"}
     spec = {"script": "print(1)", "script_type": "python", "job_id": "slow"}
