@@ -8,8 +8,15 @@
 - Closing: when the app is done with a WebSocket whose peer does not read,
   uvicorn closes the transport, and asyncio keeps a closing transport open
   until its write buffer drains, which for that peer is never.
-  ``AbortingWebSocketProtocol`` aborts the socket if it is still open
+  ``GracefulWebSocketProtocol`` aborts the socket if it is still open
   ``close_timeout`` seconds after the app returned.
+- Failing: on a protocol error (a message over ``ws_max_size``, typically
+  while the client is still sending it) uvicorn writes the close frame and
+  closes the socket at once. The kernel answers the data still arriving with
+  a reset, which destroys the close frame in the client's buffer: the client
+  sees 1006, not 1009. ``GracefulWebSocketProtocol`` half-closes instead
+  (close frame, then FIN), reads and discards until the client closes its
+  side, and aborts only after ``close_timeout``.
 
 The app (``gateway.rpc``) bounds what it can see; these bound what only the
 server sees. Passed to ``uvicorn.Config`` by ``gateway.server``.
@@ -65,13 +72,31 @@ def http_protocol(header_timeout: float) -> type[HeaderDeadlineH11]:
     return type("HeaderDeadlineH11", (HeaderDeadlineH11,), {"header_timeout": header_timeout})
 
 
-class AbortingWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol that never outlives its app by long."""
+class GracefulWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol that lets a close frame arrive and
+    never outlives its app by long."""
 
     async def run_asgi(self) -> None:
         await super().run_asgi()
         if not self.disconnected:
             self.loop.call_later(self.close_timeout, self._abort)
+
+    def handle_parser_exception(self) -> None:
+        if self.close_sent:  # failed already: what still arrives is discarded by the parser
+            return
+        assert self.conn.close_sent is not None
+        close = self.conn.close_sent
+        self.queue.put_nowait(
+            {"type": "websocket.disconnect", "code": close.code, "reason": close.reason}
+        )
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        if self.read_paused:  # keep draining the client's data: unread data means a reset
+            self.read_paused = False
+            self.transport.resume_reading()
+        self.close_timer = self.loop.call_later(self.close_timeout, self._abort)
 
     def _abort(self) -> None:
         if not self.disconnected:

@@ -27,7 +27,7 @@ from gateway import eventloop
 from gateway.config import Config, add_arguments, resolve
 from gateway.errors import HeroError
 from gateway.metrics import Metrics
-from gateway.protocols import AbortingWebSocketProtocol, http_protocol
+from gateway.protocols import GracefulWebSocketProtocol, http_protocol
 from gateway.rpc.app import Gateway, Limits, Services
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import SCOPES, KeyStore
@@ -107,7 +107,7 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
         host=config.host,
         port=config.port,
         http=http_protocol(config.header_timeout),
-        ws=AbortingWebSocketProtocol,  # uvicorn's "websockets-sansio", plus an abort
+        ws=GracefulWebSocketProtocol,  # uvicorn's "websockets-sansio", closing gracefully
         # JSON-RPC frames are small: compressing each one (permessage-deflate, on
         # by default) cost 10-15% of the gateway's CPU per job in the WebSocket
         # benchmark and saves bytes only on slow links.

@@ -8,6 +8,7 @@ subprocess itself).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import select
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 from websockets.sync.client import connect as ws_connect
 
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
@@ -235,3 +237,18 @@ def test_a_fragmented_message_far_over_the_limit_still_gets_1009(server: Server)
     got = raw_ws.read_until_close(sock)
     sock.close()
     assert got.close_code == 1009
+
+
+@pytest.mark.parametrize("pieces", [2, 20])
+async def test_a_fragmented_message_sent_by_websockets_gets_1009_not_1006(
+    server: Server, pieces: int
+) -> None:
+    """The client library streams fragments while the server has already failed
+    the message: the server half-closes and drains, so the 1009 close frame is
+    not destroyed by a reset (which the client would see as 1006)."""
+    async with websockets.connect(server.ws, max_size=None, compression=None) as ws:
+        piece = "x" * (3 * MAX_MESSAGE_BYTES // pieces)
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await ws.send(iter(['{"pad":"', *[piece] * pieces, '"}']))
+            await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
