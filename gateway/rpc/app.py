@@ -92,6 +92,7 @@ class Gateway:
         self._services: Services | None = None
         self._auth: Authenticator | None = None
         self._connections: set[Connection] = set()
+        self._upgrading = 0
         self.draining = False
         self.app = Starlette(
             routes=[
@@ -145,17 +146,20 @@ class Gateway:
 
     async def _websocket(self, ws: WebSocket) -> None:
         services, auth = self._ready()
-        if len(self._connections) >= self.limits.max_connections:
+        if len(self._connections) + self._upgrading >= self.limits.max_connections:
             limit = {"limit": self.limits.max_connections}
             response = _json_error(503, Overloaded.code, "Too many connections", limit)
             response.headers["Retry-After"] = RETRY_AFTER
             await ws.send_denial_response(response)
             return
+        self._upgrading += 1  # counted while the key is checked, so a burst cannot overshoot
         try:
             mode = await auth.mode(ws.headers.get("authorization"))
         except HeroError as exc:
             await ws.send_denial_response(_http_error(exc))
             return
+        finally:
+            self._upgrading -= 1
         await ws.accept()
         connection = Connection(
             ws,
