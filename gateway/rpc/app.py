@@ -160,7 +160,6 @@ class Gateway:
             return
         finally:
             self._upgrading -= 1
-        await ws.accept()
         connection = Connection(
             ws,
             mode,
@@ -175,6 +174,7 @@ class Gateway:
         )
         self._connections.add(connection)
         try:
+            await ws.accept()
             await connection.serve()
         finally:
             self._connections.discard(connection)
