@@ -29,26 +29,23 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 
-#: An API key anywhere, a Bearer token, or the value of an Authorization header.
-_SECRET = re.compile(
-    rf"{re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"
-    r"|(?i:\bbearer\s+)\S+"
-    r"|(?i:\b(?:proxy-)?authorization\b['\"]?\s*[:=,]\s*['\"]?)[^\r\n'\"]+"
-)
 MASK = "[redacted]"
+
+#: Credentials as they appear in log lines; group 1 is what stays before the mask.
+_SECRETS = (
+    re.compile(rf"(){re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"),  # an API key, anywhere
+    re.compile(r"(?i)(\bbearer\s+)[^\s'\"]+"),  # a bearer token
+    # an Authorization header's value, as "name: value" or a ("name", "value") pair
+    re.compile(r"(?i)(\b(?:proxy-)?authorization\b['\"]?\s*[:=,]\s*(?:b?['\"])?)[^\r\n'\"]+"),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),  # a URL's password
+)
 
 
 def redact(text: str) -> str:
     """``text`` with every credential in it masked."""
-    return _SECRET.sub(_mask, text)
-
-
-def _mask(match: re.Match[str]) -> str:
-    found = match.group(0)
-    if found.startswith(KEY_PREFIX):
-        return MASK
-    head = re.match(r"(?i)\bbearer\s+|.*?[:=,]\s*['\"]?", found)
-    return (head.group(0) if head else "") + MASK
+    for pattern in _SECRETS:
+        text = pattern.sub(rf"\g<1>{MASK}", text)
+    return text
 
 
 class Redact(logging.Filter):

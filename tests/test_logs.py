@@ -50,3 +50,10 @@ def test_credentials_are_masked_in_messages_fields_and_tracebacks() -> None:
 
 def test_lines_without_credentials_are_untouched() -> None:
     assert redact("authorized job j-1 in 3 ms") == "authorized job j-1 in 3 ms"
+
+
+def test_header_pairs_and_url_passwords_are_masked_too() -> None:
+    pairs = "[(b'authorization', b'Bearer hgk_q'), (b'host', b'x')]"
+    assert redact(pairs) == f"[(b'authorization', b'{MASK}'), (b'host', b'x')]"
+    assert redact("redis://:s3cret@127.0.0.1:6379/0") == f"redis://:{MASK}@127.0.0.1:6379/0"
+    assert redact('{"Authorization": "Basic dXNlcjpw"}') == f'{{"Authorization": "{MASK}"}}'
