@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gateway.rpc import wellformed
-from gateway.rpc.messages import Failure, Request
+from gateway.rpc.messages import Failure, Request, Success
 from gateway.rpc.protocol import encode_reply, parse_frame
 
 BAD_ID = '{"jsonrpc":"2.0","id":"\\ud800","method":"auth.whoami"}'
@@ -73,3 +73,10 @@ def test_suspicious_never_misses_what_the_walk_finds() -> None:
     assert not wellformed.suspicious(GOOD)
     assert wellformed.suspicious(BAD_ID)
     assert wellformed.suspicious("[" * (wellformed.MAX_DEPTH + 1))
+
+
+def test_a_stored_lone_surrogate_still_goes_out_as_valid_utf8() -> None:
+    """Jobs stored before the parser refused them may hold one (for their TTL)."""
+    text = encode_reply(parse_frame(GOOD), [Success(2, {"env_vars": {"X": "\udfff"}})]) or ""
+    text.encode("utf-8")  # no UnicodeEncodeError: the send cannot fail on it
+    assert json.loads(text)["result"]["env_vars"]["X"] == "\udfff"

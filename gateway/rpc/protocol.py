@@ -145,7 +145,14 @@ def _wire(response: Response) -> dict[str, Any]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """Compact JSON that always encodes as UTF-8. Nothing invalid gets in any
+    more, but a value stored before that rule (a job's env_vars with a lone
+    surrogate, kept for its TTL) must still go out: escaped, not as a send that
+    fails and leaves the client waiting."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if wellformed.valid_text(text):
+        return text
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 def _invalid(reply_id: RequestId, why: str) -> Failure:
