@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 import websockets
 from websockets.sync.client import connect as ws_connect
 
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
+from gateway.supervisor import keys
 from tests import raw_ws
 from tests import server_support as support
 from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
@@ -252,3 +254,23 @@ async def test_a_fragmented_message_sent_by_websockets_gets_1009_not_1006(
             await ws.send(iter(['{"pad":"', *[piece] * pieces, '"}']))
             await asyncio.wait_for(ws.recv(), 10)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+async def test_a_lone_surrogate_an_outside_producer_stored_is_served_escaped(
+    rpc: Rpc, server: Server, rds: aioredis.Redis
+) -> None:
+    """Any Hero client may HSET a job hash; one whose env_vars JSON holds a
+    ``\\udfff`` escape must not make job.get or job.list fail (500 or silence)."""
+    await rpc.call("job.create", {"job": {"script": "print(1)", "script_type": "python"}})
+    (mine,) = (await rpc.call("job.list", {}))["jobs"]
+    stored = await rds.hgetall(keys.job(mine["id"]))
+    await rds.hset(
+        keys.job("outside"), mapping={**stored, "id": "outside", "env_vars": '{"X": "\\udfff"}'}
+    )
+    got = await rpc.call("job.get", {"job_id": "outside"})
+    assert got["env_vars"] == {"X": "\udfff"}
+    status, body = await post(
+        f"{server.http}/rpc",
+        {"jsonrpc": "2.0", "id": 1, "method": "job.get", "params": {"job_id": "outside"}},
+    )
+    assert status == 200 and body["result"]["id"] == "outside"
