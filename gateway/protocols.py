@@ -91,7 +91,9 @@ class GracefulWebSocketProtocol(WebSocketsSansIOProtocol):
         )
         self.transport.write(b"".join(self.conn.data_to_send()))
         self.close_sent = True
-        if self.transport.can_write_eof():
+        if self.conn.eof_sent and self.transport.can_write_eof():
+            # failed (not just closing, as after invalid UTF-8): the connection
+            # parses nothing more, so nothing is written after this FIN
             self.transport.write_eof()
         if self.read_paused:  # keep draining the client's data: unread data means a reset
             self.read_paused = False
