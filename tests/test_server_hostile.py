@@ -274,3 +274,12 @@ async def test_a_lone_surrogate_an_outside_producer_stored_is_served_escaped(
         {"jsonrpc": "2.0", "id": 1, "method": "job.get", "params": {"job_id": "outside"}},
     )
     assert status == 200 and body["result"]["id"] == "outside"
+
+
+def test_invalid_utf8_in_a_text_frame_is_closed_1007(server: Server) -> None:
+    sock = raw_ws.connect(server.port)
+    sock.sendall(raw_ws.frame(b'{"jsonrpc":"2.0","id":1,"method":"\xed\xa0\x80"}'))
+    got = raw_ws.read_until_close(sock)
+    sock.close()
+    assert got.close_code == 1007
+    discover_over_ws(server, 1)
