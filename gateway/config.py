@@ -278,6 +278,49 @@ SETTINGS: tuple[Setting, ...] = (
         ("serve",),
     ),
     Setting(
+        "max_unsent_bytes",
+        "--max-unsent-bytes",
+        int,
+        1_048_576,
+        "Reply bytes a WebSocket may leave unread; past it the gateway stops reading that socket.",
+        ("serve",),
+    ),
+    Setting(
+        "unsent_grace",
+        "--unsent-grace",
+        float,
+        10.0,
+        "Seconds a WebSocket over --max-unsent-bytes gets to read before it is closed with 1008.",
+        ("serve",),
+    ),
+    Setting(
+        "auth_timeout",
+        "--auth-timeout",
+        float,
+        10.0,
+        "Seconds a WebSocket opened without a key (while keys exist) gets to auth.login "
+        "before it is closed with 1008.",
+        ("serve",),
+    ),
+    Setting(
+        "header_timeout",
+        "--header-timeout",
+        float,
+        10.0,
+        "Seconds a client gets to send a request's complete HTTP headers before the "
+        "connection is closed.",
+        ("serve",),
+    ),
+    Setting(
+        "max_connections",
+        "--max-connections",
+        int,
+        4096,
+        "Connections one gateway process serves at once; past it a WebSocket upgrade or an "
+        "HTTP request is answered 503.",
+        ("serve",),
+    ),
+    Setting(
         "ping_interval",
         "--ping-interval",
         float,
@@ -435,6 +478,11 @@ class Config:
     insecure: bool = False
     max_message_bytes: int = 1_048_576
     max_inflight: int = 64
+    max_unsent_bytes: int = 1_048_576
+    unsent_grace: float = 10.0
+    auth_timeout: float = 10.0
+    header_timeout: float = 10.0
+    max_connections: int = 4096
     ping_interval: float = 20.0
     ping_timeout: float = 20.0
     shutdown_grace: float = 10.0

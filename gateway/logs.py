@@ -2,15 +2,24 @@
 
 Fields passed with ``extra=`` (job_id, actor, ...) become top-level keys, so
 a log pipeline can filter by job id without parsing messages.
+
+No credential reaches a log line, at any level: the handler ``setup``
+installs carries ``Redact``, which masks API keys and Authorization header
+values in every record it writes, whoever logged it. That matters at debug
+level, where uvicorn's and websockets' own loggers print every upgrade's
+request headers, ``Authorization: Bearer hgk_…`` included.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
+
+from gateway.supervisor.auth import KEY_PREFIX
 
 #: Record attributes that are not structured fields (uvicorn adds color_message, with ANSI codes).
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -18,6 +27,45 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "asctime",
     "color_message",
 }
+
+
+MASK = "[redacted]"
+
+#: Credentials as they appear in log lines; group 1 is what stays before the mask.
+_SECRETS = (
+    re.compile(rf"(){re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"),  # an API key, anywhere
+    re.compile(r"(?i)(\bbearer\s+)[^\s'\"]+"),  # a bearer token
+    # an Authorization header's value, as "name: value" or a ("name", "value") pair
+    re.compile(r"(?i)(\b(?:proxy-)?authorization\b['\"]?\s*[:=,]\s*(?:b?['\"])?)[^\r\n'\"]+"),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),  # a URL's password
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential in it masked."""
+    for pattern in _SECRETS:
+        text = pattern.sub(rf"\g<1>{MASK}", text)
+    return text
+
+
+class Redact(logging.Filter):
+    """Masks credentials in a record's message, its string fields and its
+    traceback text, before any formatter sees them (a handler filter, so it
+    covers records propagated from every library's logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        for key, value in vars(record).items():
+            if key not in _STANDARD and isinstance(value, str):
+                setattr(record, key, redact(value))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,7 +80,9 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
                 entry[key] = value
-        if record.exc_info:
+        if record.exc_text:  # formatted (and redacted) by ``Redact``
+            entry["exc"] = record.exc_text
+        elif record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
@@ -56,6 +106,7 @@ def setup(level: str = "info", fmt: str = "json") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(Redact())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

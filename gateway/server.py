@@ -27,6 +27,7 @@ from gateway import eventloop
 from gateway.config import Config, add_arguments, resolve
 from gateway.errors import HeroError
 from gateway.metrics import Metrics
+from gateway.protocols import GracefulWebSocketProtocol, http_protocol
 from gateway.rpc.app import Gateway, Limits, Services
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import SCOPES, KeyStore
@@ -58,6 +59,10 @@ def limits(config: Config) -> Limits:
     return Limits(
         max_message_bytes=config.max_message_bytes,
         max_inflight=config.max_inflight,
+        max_unsent_bytes=config.max_unsent_bytes,
+        unsent_grace=config.unsent_grace,
+        auth_timeout=config.auth_timeout,
+        max_connections=config.max_connections,
         require_keys=not config.insecure and not is_loopback(config.host),
         check_results=config.check_results,
     )
@@ -102,7 +107,8 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
         gateway.app,
         host=config.host,
         port=config.port,
-        ws="websockets-sansio",
+        http=http_protocol(config.header_timeout),
+        ws=GracefulWebSocketProtocol,  # uvicorn's "websockets-sansio", closing gracefully
         # JSON-RPC frames are small: compressing each one (permessage-deflate, on
         # by default) cost 10-15% of the gateway's CPU per job in the WebSocket
         # benchmark and saves bytes only on slow links.
@@ -110,6 +116,9 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
         ws_max_size=config.max_message_bytes,
         ws_ping_interval=config.ping_interval or None,
         ws_ping_timeout=config.ping_timeout or None,
+        # HTTP requests past the cap get 503 from uvicorn (it counts WebSockets
+        # too); WebSocket upgrades are counted and refused by the app.
+        limit_concurrency=config.max_connections,
         lifespan="on",
         log_config=None,  # keep gateway.logs' handler (JSON lines)
         timeout_graceful_shutdown=max(1, int(config.shutdown_grace) + 5),

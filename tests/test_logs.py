@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
-from gateway.logs import JsonFormatter, TextFormatter
+from gateway.logs import MASK, JsonFormatter, Redact, TextFormatter, redact
 
 
 def record() -> logging.LogRecord:
@@ -21,3 +22,38 @@ def test_json_lines_carry_fields_as_keys() -> None:
 
 def test_text_lines_carry_fields_too() -> None:
     assert TextFormatter("%(message)s").format(record()) == "job done job_id=j-1"
+
+
+def test_credentials_are_masked_in_messages_fields_and_tracebacks() -> None:
+    key = "hgk_" + "A1b2-C3_d4" * 4
+    rec = logging.LogRecord(
+        "uvicorn.error",
+        logging.DEBUG,
+        __file__,
+        1,
+        "< %s: %s",
+        ("Authorization", f"Bearer {key}"),
+        None,
+    )
+    rec.header = f"authorization: Bearer {key}"
+    try:
+        raise ValueError(f"bad key {key}")
+    except ValueError:
+        rec.exc_info = sys.exc_info()
+    assert Redact().filter(rec)
+    line = JsonFormatter().format(rec)
+    assert key not in line and key[4:] not in line
+    entry = json.loads(line)
+    assert entry["msg"] == f"< Authorization: {MASK}"
+    assert MASK in entry["header"] and MASK in entry["exc"]
+
+
+def test_lines_without_credentials_are_untouched() -> None:
+    assert redact("authorized job j-1 in 3 ms") == "authorized job j-1 in 3 ms"
+
+
+def test_header_pairs_and_url_passwords_are_masked_too() -> None:
+    pairs = "[(b'authorization', b'Bearer hgk_q'), (b'host', b'x')]"
+    assert redact(pairs) == f"[(b'authorization', b'{MASK}'), (b'host', b'x')]"
+    assert redact("redis://:s3cret@127.0.0.1:6379/0") == f"redis://:{MASK}@127.0.0.1:6379/0"
+    assert redact('{"Authorization": "Basic dXNlcjpw"}') == f'{{"Authorization": "{MASK}"}}'

@@ -33,7 +33,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from gateway import contract
-from gateway.errors import HeroError, Unauthenticated
+from gateway.errors import BackendUnavailable, HeroError, Overloaded, Unauthenticated
 from gateway.rpc.backends import KeyStore, MetricsSink, ServedSupervisor
 from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator
@@ -48,6 +48,8 @@ log = logging.getLogger("gateway.rpc.app")
 
 #: Seconds /healthz waits for Redis before calling it down.
 HEALTH_TIMEOUT = 2.0
+#: ``Retry-After`` (seconds) on a 503: Redis unavailable, or too many connections.
+RETRY_AFTER = "1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,14 @@ class Limits:
 
     max_message_bytes: int = 1_048_576
     max_inflight: int = 64
+    #: Reply bytes a WebSocket may leave unread before the gateway stops reading it.
+    max_unsent_bytes: int = 1_048_576
+    #: Seconds a WebSocket over ``max_unsent_bytes`` gets to read before it is closed 1008.
+    unsent_grace: float = 10.0
+    #: Seconds a WebSocket opened without an identity gets to ``auth.login``.
+    auth_timeout: float = 10.0
+    #: WebSockets this process serves at once; past it an upgrade is answered 503.
+    max_connections: int = 4096
     #: Never serve unauthenticated clients, even with no keys (non-loopback listeners).
     require_keys: bool = False
     #: Validate results against the contract (tests).
@@ -83,6 +93,7 @@ class Gateway:
         self._services: Services | None = None
         self._auth: Authenticator | None = None
         self._connections: set[Connection] = set()
+        self._upgrading = 0
         self.draining = False
         self.app = Starlette(
             routes=[
@@ -141,12 +152,20 @@ class Gateway:
 
     async def _websocket(self, ws: WebSocket) -> None:
         services, auth = self._ready()
+        if len(self._connections) + self._upgrading >= self.limits.max_connections:
+            limit = {"limit": self.limits.max_connections}
+            response = _json_error(503, Overloaded.code, "Too many connections", limit)
+            response.headers["Retry-After"] = RETRY_AFTER
+            await ws.send_denial_response(response)
+            return
+        self._upgrading += 1  # counted while the key is checked, so a burst cannot overshoot
         try:
             mode = await auth.mode(ws.headers.get("authorization"))
         except HeroError as exc:
             await ws.send_denial_response(_http_error(exc))
             return
-        await ws.accept()
+        finally:
+            self._upgrading -= 1
         connection = Connection(
             ws,
             mode,
@@ -154,10 +173,14 @@ class Gateway:
             services.supervisor,
             max_message_bytes=self.limits.max_message_bytes,
             max_inflight=self.limits.max_inflight,
+            max_unsent_bytes=self.limits.max_unsent_bytes,
+            unsent_grace=self.limits.unsent_grace,
+            auth_timeout=self.limits.auth_timeout,
             draining=lambda: self.draining,
         )
         self._connections.add(connection)
         try:
+            await ws.accept()
             await connection.serve()
         finally:
             self._connections.discard(connection)
@@ -168,7 +191,8 @@ class Gateway:
         """One frame per POST. Answers are 200 with the JSON-RPC reply (errors
         included), 204 when the frame held only notifications; a body over the
         size limit is 413 and a bad Authorization header 401, each with a
-        JSON-RPC error object as body."""
+        JSON-RPC error object as body. A single request answered -32007
+        (Redis unavailable) is a 503 with ``Retry-After``, like a refused key check."""
         _, auth = self._ready()
         body = await _read_body(request, self.limits.max_message_bytes)
         if body is None:
@@ -186,6 +210,9 @@ class Gateway:
         text = encode_reply(frame, responses)
         if text is None:
             return Response(status_code=204)
+        first = responses[0]
+        if not frame.batch and isinstance(first, Failure) and first.code == BackendUnavailable.code:
+            return Response(text, 503, {"Retry-After": RETRY_AFTER}, media_type="application/json")
         return Response(text, media_type="application/json")
 
     async def _openrpc(self, request: Request) -> Response:
@@ -233,6 +260,8 @@ def _http_error(exc: HeroError) -> Response:
     response = _json_error(status, exc.code, exc.message)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="hero-gateway"'
+    else:
+        response.headers["Retry-After"] = RETRY_AFTER
     return response
 
 

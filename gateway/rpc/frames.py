@@ -4,8 +4,10 @@ A WebSocket connection (and each HTTP request) has a budget of requests that
 may run at once. Every Request element of a frame takes one unit; an element
 that finds none left is answered -32006 on its own, without running (a
 notification over budget is dropped, since it cannot be answered). The units
-come back when the whole frame is answered, so a batch is one unit of work
-per element for as long as the batch runs.
+come back when the whole frame's reply has been written (on a WebSocket,
+see ``outbox``; an HTTP request's budget ends with it), so a batch is one unit
+of work per element for as long as it runs and waits to go out, and a client
+that does not read cannot have more than the budget answered and parked.
 """
 
 from __future__ import annotations

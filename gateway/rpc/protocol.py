@@ -22,7 +22,11 @@ Conformance notes (JSON-RPC 2.0):
 - a notification (no ``id`` member) is run but never answered, even on error;
   a batch of only notifications gets no reply at all;
 - the id is echoed as parsed (numbers keep their JSON value; a number too big
-  for a float is not a usable id and is refused).
+  for a float is not a usable id and is refused);
+- invalid Unicode (a lone surrogate from a ``\\ud800`` escape) is refused where
+  it appears (see ``wellformed``): in the id, method or a member name, a frame
+  that is not a batch is a -32700 and a batch element a -32600 (the others are
+  answered); in params, or params nested too deep, it is a -32602 naming the path.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.rpc import codes
+from gateway.rpc import codes, wellformed
 from gateway.rpc.context import CallContext
 from gateway.rpc.dispatch import Dispatcher
 from gateway.rpc.messages import Element, Failure, Frame, Request, RequestId, Response, Success
@@ -51,17 +55,24 @@ def parse_frame(data: str | bytes) -> Frame:
         value = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
+    check = wellformed.suspicious(text)
     if isinstance(value, list):
         if not value:
             return Frame((_invalid(None, "an empty batch is not a request"),), batch=False)
-        return Frame(tuple(parse_element(item) for item in value), batch=True)
-    return Frame((parse_element(value),), batch=False)
+        return Frame(tuple(parse_element(item, check=check) for item in value), batch=True)
+    if check and isinstance(value, dict) and not _valid_envelope(value):
+        return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
+    return Frame((parse_element(value, check=check),), batch=False)
 
 
-def parse_element(value: Any) -> Element:
-    """One Request object, checked; what is wrong with it becomes its answer."""
+def parse_element(value: Any, *, check: bool = True) -> Element:
+    """One Request object, checked; what is wrong with it becomes its answer.
+    ``check`` False skips the Unicode and depth walk (the text had nothing it could find)."""
     if not isinstance(value, dict):
         return _invalid(None, "a request must be an object")
+    if check and not _valid_envelope(value):
+        echo = value.get("id") if _is_id(value.get("id")) else None
+        return _invalid(echo, "the request holds invalid Unicode (a lone surrogate)")
     has_id = "id" in value
     id_ok = not has_id or _is_id(value["id"])
     reply_id: RequestId = value["id"] if has_id and id_ok else None
@@ -78,6 +89,12 @@ def parse_element(value: Any) -> Element:
     extra = sorted(str(k) for k in value.keys() - _MEMBERS)
     if extra:
         return _invalid(reply_id, "unexpected members: " + ", ".join(extra[:10]))
+    found = wellformed.problem(params) if check else None
+    if found is not None:
+        path, why = found
+        where = f"{path} " if path else ""
+        message = f"Invalid params: {where}{why}"
+        return Failure(reply_id, codes.INVALID_PARAMS, message, {"path": path, "message": why})
     return Request(method, params, reply_id, notification=not has_id)
 
 
@@ -128,11 +145,25 @@ def _wire(response: Response) -> dict[str, Any]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """Compact JSON that always encodes as UTF-8. Nothing invalid gets in any
+    more, but a value stored before that rule (a job's env_vars with a lone
+    surrogate, kept for its TTL) must still go out: escaped, not as a send that
+    fails and leaves the client waiting."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if wellformed.valid_text(text):
+        return text
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 def _invalid(reply_id: RequestId, why: str) -> Failure:
     return Failure(reply_id, codes.INVALID_REQUEST, codes.INVALID_REQUEST_MESSAGE, {"message": why})
+
+
+def _valid_envelope(value: dict[Any, Any]) -> bool:
+    """Whether the member names, the method and a string id are valid Unicode
+    (params are checked on their own, so the error can name the path)."""
+    texts = [*value.keys(), value.get("method"), value.get("id")]
+    return all(wellformed.valid_text(t) for t in texts if isinstance(t, str))
 
 
 def _is_id(value: Any) -> bool:
@@ -140,7 +171,9 @@ def _is_id(value: Any) -> bool:
         return False
     if isinstance(value, float):
         return math.isfinite(value)
-    return value is None or isinstance(value, str | int)
+    if isinstance(value, str):
+        return wellformed.valid_text(value)
+    return value is None or isinstance(value, int)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -9,7 +9,18 @@ socket with 1003 on bad JSON). Binary messages are taken as UTF-8 JSON.
 ``auth.login`` sent on its own is the exception: it is answered before the
 next frame is read, so a client may send its first calls right behind it.
 
+Every reply and notification goes out through the connection's ``Outbox``
+(one writer, in order). A client that does not read is bounded there: while
+more than ``max_unsent_bytes`` wait to be written the read loop stops reading
+(the client's own sends then stall in TCP), and if the client has not made
+room within ``unsent_grace`` seconds the socket is closed with 1008. A
+frame's in-flight budget comes back only once its reply is written.
+
+A connection that opens without an identity (keys exist and it sent none)
+has ``auth_timeout`` seconds to ``auth.login``; then it is closed with 1008.
+
 Close codes the server uses:
+- 1008 the client did not authenticate in time, or did not read its replies;
 - 1009 a message over the size limit (uvicorn enforces it while reading;
   checked here too, in case the server runs with a larger transport limit);
 - 1012 the server is shutting down (after in-flight calls were answered);
@@ -21,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -31,16 +42,25 @@ from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator, Mode
 from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit, answer
 from gateway.rpc.messages import Frame, Request
+from gateway.rpc.outbox import Outbox
 from gateway.rpc.protocol import encode_notification, encode_reply, parse_frame
 from gateway.rpc.subscriptions import ConnectionSubscriptions, reply_sent
 
 log = logging.getLogger("gateway.rpc.websocket")
 
+CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_RESTART = 1012
 CLOSE_TRY_AGAIN = 1013
 
 LOGIN = "auth.login"
+
+#: Seconds a close frame may wait for a client that does not read before the
+#: socket is given up on (uvicorn's own closing handshake allows as long).
+CLOSE_TIMEOUT = 10.0
+
+NOT_READING = "client does not read its replies"
+AUTH_TIMEOUT = "authentication timeout"
 
 
 class Connection:
@@ -55,6 +75,9 @@ class Connection:
         *,
         max_message_bytes: int,
         max_inflight: int,
+        max_unsent_bytes: int,
+        unsent_grace: float,
+        auth_timeout: float,
         draining: Callable[[], bool],
     ) -> None:
         self._ws = ws
@@ -62,6 +85,9 @@ class Connection:
         self._auth = auth
         self._max_bytes = max_message_bytes
         self._budget = Budget(max_inflight)
+        self._outbox = Outbox(max_unsent_bytes)
+        self._grace = unsent_grace
+        self._auth_timeout = auth_timeout
         self._draining = draining
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -70,8 +96,17 @@ class Connection:
 
     async def serve(self) -> None:
         """Read until the client leaves or the socket is closed; then clean up."""
+        writer = asyncio.create_task(self._outbox.run(self._write))
+        deadline = None
+        if self.ctx.identity is None:
+            deadline = asyncio.get_running_loop().call_later(
+                self._auth_timeout, lambda: self._spawn(self._auth_expired())
+            )
         try:
             while not self._closing:
+                if self._outbox.full and not await self._outbox.room(self._grace):
+                    await self.close(CLOSE_POLICY, NOT_READING)
+                    break
                 message = await self._ws.receive()
                 if message["type"] == "websocket.disconnect":
                     break
@@ -87,34 +122,50 @@ class Connection:
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass  # the peer vanished mid-read
         finally:
+            if deadline is not None:
+                deadline.cancel()
+            writer.cancel()
             await self._teardown()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        await self.send(encode_notification(method, params))
+        """Queue a notification once the outbox has room: a subscription's pump
+        waits here, so its feed (bounded by the supervisor) is what overflows."""
+        await self._outbox.room()
+        if not self._closing:
+            self._outbox.put(encode_notification(method, params))
 
-    async def send(self, text: str) -> None:
-        """Send unless the socket is closing; a vanished peer is not an error."""
+    async def close(self, code: int, reason: str) -> None:
+        """Send a close frame (after the text being written now; the rest is
+        dropped). A client that does not read gets CLOSE_TIMEOUT seconds to
+        take it; then the socket is given up on (the server aborts it)."""
         if self._closing:
             return
+        self._closing = True
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError, TimeoutError):
+            await asyncio.wait_for(self._ws.close(code, reason), CLOSE_TIMEOUT)
+
+    async def drain(self, grace: float) -> None:
+        """Shutdown: let the calls in flight answer and their replies go out
+        (up to ``grace`` seconds), then 1012. New frames meanwhile are answered
+        -32006 (see ``_on_frame``)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + grace
+        pending = set(self._tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
+        await self._outbox.flushed(max(0.0, until - loop.time()))
+        await self.close(CLOSE_RESTART, "server shutting down")
+
+    async def _write(self, text: str) -> bool:
+        """Send one text unless the socket is closing; False once it is gone."""
+        if self._closing:
+            return False
         try:
             await self._ws.send_text(text)
         except (WebSocketDisconnect, RuntimeError, OSError):
             self._closing = True
-
-    async def close(self, code: int, reason: str) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-            await self._ws.close(code, reason)
-
-    async def drain(self, grace: float) -> None:
-        """Shutdown: let the calls in flight answer (up to ``grace`` seconds), then 1012.
-        New frames meanwhile are answered -32006 (see ``_on_frame``)."""
-        pending = set(self._tasks)
-        if pending:
-            await asyncio.wait(pending, timeout=grace)
-        await self.close(CLOSE_RESTART, "server shutting down")
+            return False
+        return True
 
     # -- frames ----------------------------------------------------------------------
 
@@ -130,26 +181,44 @@ class Connection:
             return
         else:
             elements, taken = admit(frame, self._budget)
-        task = asyncio.create_task(self._answer(frame, elements, taken))
+        if taken == 0:  # nothing to run (all refused or invalid): no task per frame
+            await self._answer(frame, elements, taken)
+        else:
+            self._spawn(self._answer(frame, elements, taken))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, frame: Frame, elements: list[Any], taken: int) -> None:
+        """Answer a frame and queue its reply; its budget and its subscriptions'
+        gate (``reply_sent``) are released once the reply is written."""
         sent = asyncio.Event()
         token = reply_sent.set(sent)
-        try:
-            try:
-                responses = await answer(elements, self._mode.dispatcher, self.ctx)
-            finally:
-                self._budget.give(taken)
-            text = encode_reply(frame, responses)
-            if text is not None:
-                await self.send(text)
-        finally:
+
+        def written() -> None:
+            self._budget.give(taken)
             sent.set()
+
+        try:
+            responses = await answer(elements, self._mode.dispatcher, self.ctx)
+            text = encode_reply(frame, responses)
+        except BaseException:
+            written()
+            raise
+        finally:
             reply_sent.reset(token)
+        if text is None or self._closing:
+            written()
+        else:
+            self._outbox.put(text, written)
 
     # -- ending ----------------------------------------------------------------------
+
+    async def _auth_expired(self) -> None:
+        if self.ctx.identity is None:
+            await self.close(CLOSE_POLICY, AUTH_TIMEOUT)
 
     async def _lost(self, reason: str) -> None:
         """A subscription ended without the client asking: tell it by closing."""

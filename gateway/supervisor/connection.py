@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -30,6 +31,31 @@ class Commands(Protocol):
     both (Function calls and the per-connection checks take either)."""
 
     async def execute_command(self, *args: Any) -> Any: ...
+
+
+#: Error replies that mean "not now", not "no": Redis is loading its dataset
+#: (just after a restart), busy in a long script, a replica without its master,
+#: a cluster slot on the move. They pass like an outage does.
+TRANSIENT_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"})
+
+
+class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's class is untyped
+    """A transient error reply, raised as a connection error (redis-py does the
+    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` and the
+    pool's retry treat it as the outage it is, not as a refusal of the command."""
+
+
+def transient(reply: ResponseError) -> bool:
+    """Whether an error reply is one of TRANSIENT_REPLIES. redis-py's parser
+    moves the code out of the message (into ``status_code``, and a class of its
+    own for some, such as ``ClusterDownError``); hiredis on the wire keeps it in."""
+    code = getattr(reply, "status_code", None) or str(reply).partition(" ")[0]
+    return code in TRANSIENT_REPLIES or isinstance(reply, ClusterDownError | TryAgainError)
+
+
+def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:
+    """The exception an error reply raises: ``RedisNotReady`` for a transient one."""
+    return RedisNotReady(str(reply)) if transient(reply) else reply
 
 
 #: Errors that mean "Redis is not reachable right now".
@@ -64,7 +90,8 @@ def user_of(url: str) -> str:
 
 
 def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    """Map "Redis unreachable" to BackendUnavailable (-32007) at the supervisor boundary."""
+    """Map "Redis unreachable" (or answering a transient error, such as LOADING)
+    to BackendUnavailable (-32007) at the supervisor boundary."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -72,6 +99,10 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             return await fn(*args, **kwargs)
         except UNAVAILABLE:
             raise BackendUnavailable() from None
+        except ResponseError as exc:
+            if transient(exc):  # from redis-py's own parser (it maps only LOADING itself)
+                raise BackendUnavailable() from None
+            raise
 
     return wrapper
 

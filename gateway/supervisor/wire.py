@@ -15,7 +15,8 @@ actors' wake-up channels) go through a ``Wire`` instead:
 - hiredis parses the replies, decoded as UTF-8 like the pooled clients.
 
 The errors are redis-py's, so callers keep one set of ``except`` clauses:
-``ResponseError`` for an error reply, ``ConnectionError`` when the socket is
+``ResponseError`` for an error reply (a transient one such as LOADING is a
+``connection.RedisNotReady``, a ``ConnectionError``), ``ConnectionError`` when the socket is
 lost (every command in flight fails with it and nothing is re-sent, since
 a command may have run), ``TimeoutError`` when connecting takes too long.
 The next command after a loss connects again.
@@ -39,6 +40,8 @@ from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway.supervisor.connection import reply_error
 
 CONNECT_TIMEOUT = 2.0
 
@@ -70,7 +73,7 @@ class _Protocol(asyncio.Protocol):
             if future.done():  # its caller gave up; the reply still had its turn
                 continue
             if isinstance(reply, ResponseError):
-                future.set_exception(reply)
+                future.set_exception(reply_error(reply))
             else:
                 future.set_result(reply)
 

@@ -1,0 +1,66 @@
+"""What a parsed request may contain: valid Unicode, and only so much nesting.
+
+``json.loads`` turns a ``\\ud800`` escape into a lone surrogate: a Python
+string that no UTF-8 encoder accepts. Stored, it breaks every later read of
+the job (its hash, every listing page holding it); echoed, it breaks the
+reply. So no such string gets past the parser: the transport refuses it
+where it appears (see ``protocol``). The same walk bounds nesting: a value
+nested hundreds deep parses fine but exhausts the recursion of the schema
+check and of the supervisor's encoder later, which would be a -32603.
+
+The walk is iterative (a deep value cannot make it recurse), and
+``suspicious`` lets the parser skip it for the usual frame, which has no
+``\\u`` escape and too few brackets to be deep.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: Deepest nesting allowed inside ``params`` (the contract's shapes need about 3).
+MAX_DEPTH = 32
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+INVALID_UNICODE = "is not valid Unicode (a lone surrogate)"
+INVALID_KEY = "has a member name that is not valid Unicode (a lone surrogate)"
+TOO_DEEP = f"is nested deeper than {MAX_DEPTH} levels"
+
+
+def suspicious(text: str) -> bool:
+    """Whether ``text`` could hold a lone surrogate or a value nested past MAX_DEPTH.
+    False means the walk cannot find anything (an over-approximation, never under)."""
+    return "\\u" in text or not text.isascii() or text.count("[") + text.count("{") > MAX_DEPTH
+
+
+def valid_text(value: str) -> bool:
+    """Whether ``value`` encodes as UTF-8 (holds no lone surrogate)."""
+    return value.isascii() or _SURROGATE.search(value) is None
+
+
+def problem(value: Any, limit: int = MAX_DEPTH) -> tuple[str, str] | None:
+    """The first (path, what is wrong) in ``value``: a string or member name
+    that is not valid Unicode, or a container nested deeper than ``limit``.
+    The path joins member names and indices with dots, like the schema check's.
+    None when the value is clean."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, str):
+            if not valid_text(item):
+                return path, INVALID_UNICODE
+        elif isinstance(item, dict | list):
+            if depth >= limit:
+                return path, TOO_DEEP
+            if isinstance(item, dict):
+                for key, sub in item.items():
+                    if not valid_text(key):
+                        return path, INVALID_KEY
+                    stack.append((sub, depth + 1, f"{path}.{key}" if path else key))
+            else:
+                stack.extend(
+                    (sub, depth + 1, f"{path}.{i}" if path else str(i))
+                    for i, sub in enumerate(item)
+                )
+    return None

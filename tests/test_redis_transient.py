@@ -1,0 +1,201 @@
+"""A real redis-server in a transient state (LOADING, BUSY), behind a real gateway.
+
+Redis answers ``-LOADING`` while it reads its dataset after a restart. The
+test makes that last: it saves 100,000 keys, restarts the server on the same
+port with ``key-load-delay`` (a Redis config that slows loading per key,
+meant for exactly this kind of test) and
+``loading-process-events-interval-bytes`` (so it answers while loading), and
+calls the gateway meanwhile. Every call must be -32007 (HTTP 503 with
+Retry-After), the same as for an unreachable Redis; a wait in progress keeps
+waiting instead of logging ``wait sweep failed``; afterwards all is well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.supervisor.auth import KeyStore
+from tests.server_support import Rpc, Server, http_post, running_server
+
+KEYS = 100_000
+
+
+def loading(port: int) -> bool:
+    """Whether the server at ``port`` answers LOADING (one try, no retries)."""
+    client = redis.Redis(port=port, socket_timeout=30, retry_on_error=[], retry=None)
+    try:
+        client.ping()
+    except redis.BusyLoadingError:
+        return True
+    finally:
+        client.close()
+    return False
+
+
+@pytest.fixture
+def slow_loading_redis(tmp_path: Path) -> Iterator[tuple[EmbeddedRedis, Path]]:
+    """A private Redis with a saved dataset; the test restarts it slowly loading."""
+    server = EmbeddedRedis(tmp_path / "redis", appendonly=False).start()
+    client = redis.Redis(port=server.port)
+    pipe = client.pipeline(transaction=False)
+    for chunk in range(KEYS // 1000):
+        pipe.mset({f"pad:{chunk}:{i}": "v" for i in range(1000)})
+    pipe.execute()
+    client.close()
+    yield server, tmp_path / "redis"
+    server.stop()
+
+
+def restart_loading(server: EmbeddedRedis, data_dir: Path) -> subprocess.Popen[bytes]:
+    """Save, stop, and start again on the same port, loading slowly."""
+    client = redis.Redis(port=server.port)
+    client.save()
+    client.close()
+    server.stop()
+    binary = shutil.which("redis-server")
+    assert binary is not None
+    process = subprocess.Popen(
+        [
+            binary,
+            *("--bind", "127.0.0.1", "--port", str(server.port), "--dir", str(data_dir)),
+            *("--appendonly", "no", "--save", "", "--logfile", str(data_dir / "redis.log")),
+            *("--key-load-delay", "30", "--loading-process-events-interval-bytes", "1024"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server.process = process  # stopped by the fixture
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if loading(server.port):
+                return process
+        except redis.ConnectionError:
+            pass  # not listening yet
+        assert time.monotonic() < deadline, "redis-server never answered LOADING"
+        time.sleep(0.05)
+
+
+async def test_loading_is_answered_minus_32007_and_waits_survive(
+    slow_loading_redis: tuple[EmbeddedRedis, Path], tmp_path: Path
+) -> None:
+    redis_server, data_dir = slow_loading_redis
+    keys = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    key = await KeyStore(keys).create("root", "admin")
+    await keys.aclose()
+    bearer = {"Authorization": f"Bearer {key}"}
+    with running_server(redis_server.url, tmp_path / "serve.log") as gateway:
+        async with Rpc.connect(gateway.ws, additional_headers=bearer) as rpc:
+            spec = {"script": "print(1)", "script_type": "osis", "job_id": "queued"}
+            await rpc.call("job.create", {"job": spec})
+            await rpc.call("job.start", {"job_id": "queued"})  # no osis actor: it waits
+            waiting = asyncio.create_task(
+                rpc.request("job.output", {"job_id": "queued", "wait": 120}, within=150)
+            )
+            await asyncio.sleep(0.3)  # the wait is being swept (no actor of ours)
+            await asyncio.to_thread(restart_loading, redis_server, data_dir)
+            await assert_unavailable(rpc, gateway, bearer)
+            assert await asyncio.to_thread(loading, redis_server.port), "loaded too soon"
+            await until_loaded(redis_server.port)
+            listed = await rpc_until_ok(rpc, "job.get", {"job_id": "queued"})
+            assert listed["id"] == "queued"
+            assert not waiting.done()  # still waiting, not failed
+            waiting.cancel()
+        log = gateway.log()
+    assert "wait sweep failed" not in log
+    assert "TypeError" not in log
+    assert '"level": "error"' not in log, log[-3000:]
+
+
+async def assert_unavailable(rpc: Rpc, gateway: Server, bearer: dict[str, str]) -> None:
+    """While loading: WebSocket calls -32007, HTTP 503 with Retry-After (both
+    for a call and for the key check before it)."""
+    answer = await rpc.request("job.get", {"job_id": "queued"}, within=60)
+    assert answer["error"]["code"] == -32007, answer
+    answer = await rpc.request("job.list", {}, within=60)
+    assert answer["error"]["code"] == -32007, answer
+    frame = {"jsonrpc": "2.0", "id": 1, "method": "job.status", "params": {"job_id": "queued"}}
+    status, raw, headers = await asyncio.to_thread(
+        http_post, f"{gateway.http}/rpc", json.dumps(frame), bearer, 60
+    )
+    body = json.loads(raw)
+    assert (status, body["error"]["code"]) == (503, -32007), body
+    assert headers["retry-after"] == "1"
+
+
+async def until_loaded(port: int) -> None:
+    deadline = time.monotonic() + 120
+    while await asyncio.to_thread(loading, port):
+        assert time.monotonic() < deadline, "still loading"
+        await asyncio.sleep(0.2)
+
+
+async def rpc_until_ok(rpc: Rpc, method: str, params: dict[str, object]) -> dict[str, object]:
+    """The result once the gateway's connections have found Redis back."""
+    deadline = time.monotonic() + 20
+    while True:
+        answer = await rpc.request(method, params, within=30)
+        if "result" in answer:
+            return answer["result"]  # type: ignore[no-any-return]
+        assert answer["error"]["code"] == -32007 and time.monotonic() < deadline, answer
+        await asyncio.sleep(0.1)
+
+
+async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Another transient state, for real: a script that runs past
+    ``busy-reply-threshold`` makes Redis answer BUSY to everyone else until it
+    is killed. Calls meanwhile are -32007 (no -32603); afterwards they work."""
+    redis_server = EmbeddedRedis(tmp_path / "busy", appendonly=False).start()
+    admin = redis.Redis(port=redis_server.port)
+    admin.config_set("busy-reply-threshold", 50)
+    spinner = redis.Redis(port=redis_server.port, socket_timeout=60)
+    try:
+        with running_server(redis_server.url, tmp_path / "serve.log") as gateway:
+            async with Rpc.connect(gateway.ws) as rpc:
+                assert (await rpc.call("job.list", {}))["jobs"] == []
+                spin = asyncio.create_task(asyncio.to_thread(spinner.eval, "while true do end", 0))
+                await asyncio.to_thread(until_busy, redis_server.port)
+                answer = await rpc.request("job.list", {}, within=30)
+                assert answer["error"]["code"] == -32007, answer
+                answer = await rpc.request("job.get", {"job_id": "x"}, within=30)
+                assert answer["error"]["code"] == -32007, answer
+                admin.script_kill()
+                with contextlib.suppress(redis.ResponseError):
+                    await spin
+                assert "jobs" in await rpc_until_ok(rpc, "job.list", {})
+            log = gateway.log()
+        assert "rpc method failed" not in log
+    finally:
+        admin.close()
+        spinner.close()
+        redis_server.stop()
+
+
+def until_busy(port: int) -> None:
+    client = redis.Redis(port=port, retry=None, retry_on_error=[])
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            try:
+                client.ping()
+            except redis.ResponseError as exc:
+                if str(exc).startswith("BUSY"):
+                    return
+            assert time.monotonic() < deadline, "Redis never got BUSY"
+            time.sleep(0.05)
+    finally:
+        client.close()
