@@ -485,3 +485,25 @@ async def test_a_claim_that_meets_an_outside_end_records_it(
 
 async def _no_copy_left(rds: aioredis.Redis) -> bool:
     return await rds.llen(TYPE_Q) == 0 and await rds.zcard(keys.index_status("dispatched")) == 0
+
+
+async def test_an_outside_write_after_the_end_is_no_transition(
+    compat: Config, rds: aioredis.Redis
+) -> None:
+    """A legacy actor ignores the stop of a job it popped and writes its end
+    (or a producer re-HSETs an ended job): the job stays ended as recorded."""
+    sup = await Supervisor.connect(compat)
+    try:
+        await sup.create(job("stop me", job_id="s1"))
+        await sup.start("s1")
+        assert await rds.lpop("hero:job:actor_queue:python") == "s1"
+        await sup.stop("s1")
+        for late in ("finished", "dispatched"):
+            await rds.hset("hero:job:s1", "status", late)
+            await sup.reconcile("s1")
+        assert [e["event"] for e in await events_of(rds, "s1")][-1] == "stopped"
+        assert [e["status"] for e in await terminal_events(rds, "s1")] == ["stopped"]
+        for status in ("finished", "dispatched"):
+            assert await rds.zscore(keys.index_status(status), "s1") is None
+    finally:
+        await sup.close()

@@ -316,10 +316,14 @@ end
 -- retention of our own ends, the job's dependents, and its copies still in its
 -- queue and legacy queues go (queue.stats counts waiting jobs only). Outside
 -- actors do not compare-and-set, so such an end may land while one of ours
--- still runs the job: the first recorded end is the job's (see finish).
--- False when the hash's status is recorded already.
+-- still runs the job: the first recorded end is the job's (see finish), and
+-- a later write into the hash of an ended job is no transition.
+-- False when the hash's status is recorded already, or the job had ended.
 local function record_outside(ctx, id, st)
   if redis.call('ZSCORE', IDX_STATUS .. st, id) then return false end
+  for ended in pairs(TERMINAL) do
+    if redis.call('ZSCORE', IDX_STATUS .. ended, id) then return false end
+  end
   for _, old in ipairs({'dispatched', 'started', 'created', 'waiting', 'retrying'}) do
     if redis.call('ZREM', IDX_STATUS .. old, id) == 1 then break end
   end
