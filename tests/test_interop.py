@@ -507,3 +507,26 @@ async def test_an_outside_write_after_the_end_is_no_transition(
             assert await rds.zscore(keys.index_status(status), "s1") is None
     finally:
         await sup.close()
+
+
+async def test_a_reply_pushed_after_the_recorded_end_goes_with_its_job(
+    quick: Config, rds: aioredis.Redis
+) -> None:
+    """An outside actor writes its end, the sweep records it, and only then does
+    the actor push its reply (two commands, no transaction): the reply has no
+    TTL of its own, so it is deleted when its job's retention ends."""
+    sup = await Supervisor.connect(replace(quick, job_ttl=1))
+    try:
+        await sup.create(job("x", script_type="osis", job_id="r1"))
+        await sup.start("r1")
+        await rds.hset("hero:job:r1", mapping={"status": "finished", "output": "osis"})
+        await sup.reconcile("r1")
+        await rds.lpush("hero:q:reply:r1", "osis")
+        assert await rds.ttl("hero:q:reply:r1") == -1
+
+        async def gone() -> bool:
+            return not await rds.exists("hero:job:r1", "hero:q:reply:r1")
+
+        await eventually(gone, within=10)
+    finally:
+        await sup.close()

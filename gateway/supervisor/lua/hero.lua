@@ -978,6 +978,9 @@ local function hero_prune(_, args)
       redis.call('ZREM', IDX_STATUS .. t.status, t.id)
       redis.call('ZREM', IDX_TYPE .. t.script_type, t.id)
       if t.caller_id ~= '' then redis.call('ZREM', IDX_CALLER .. t.caller_id, t.id) end
+      -- an outside actor may push its reply after we recorded its end (and
+      -- set the reply's TTL on nothing): the reply goes with its job
+      redis.call('DEL', REPLY .. t.id)
     end
     redis.call('ZREM', EXPIRING, raw)
   end
