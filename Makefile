@@ -15,10 +15,12 @@ setup: system-deps $(STAMP)
 # System packages, only when missing: redis-server (the embedded default and
 # the tests), Java (PySpark), python3-venv (Debian splits it out), Node and npm
 # (the JS client and OpenRPC ecosystem tests), Chromium (the browser test,
-# driven by Playwright; Playwright's own browser downloads are never used).
+# driven by Playwright; Playwright's own browser downloads are never used),
+# bubblewrap (the sandbox every python job runs in).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
@@ -42,7 +44,7 @@ test: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check gateway tests bench
+	$(VENV)/bin/ruff check gateway tests bench scripts
 	$(VENV)/bin/mypy
 
 bench: setup

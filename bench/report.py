@@ -68,6 +68,10 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
         from interop import render as interop_table
 
         out += interop_table(results["interop"])
+    if _ok(results.get("sandbox")):
+        from sandbox_bench import table
+
+        out += table(results["sandbox"])
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

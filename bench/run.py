@@ -7,7 +7,7 @@
     .venv/bin/python bench/run.py --profile        # py-spy on our processes too
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
-supervisor, supervisor-latency, gateway, scale, interop, arq, rq, celery, dramatiq,
+supervisor, supervisor-latency, gateway, scale, interop, sandbox, arq, rq, celery, dramatiq,
 saq, taskiq, bullmq, naive, redis-benchmark.
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
@@ -43,7 +43,7 @@ from common import OUT, loadavg, log, machine, parse_result, python_env, raise_n
 PY_PEERS = ["arq", "rq", "celery", "dramatiq", "saq", "taskiq"]
 PEERS = [*PY_PEERS, "bullmq"]
 CEILING = ["naive", "redis-benchmark"]
-OURS = ["supervisor", "supervisor-latency", "gateway", "scale", "interop"]
+OURS = ["supervisor", "supervisor-latency", "gateway", "scale", "interop", "sandbox"]
 ALL = [*OURS, *PEERS, *CEILING]
 
 
@@ -164,6 +164,12 @@ def section_interop(url: str, a: argparse.Namespace) -> dict[str, Any]:
     if a.quick:
         return asyncio.run(interop.interop(url, idle_s=2.0, pushes=30, calls=50))
     return asyncio.run(interop.interop(url, idle_s=10.0, pushes=200, calls=500))
+
+
+def section_sandbox(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import sandbox_bench
+
+    return asyncio.run(sandbox_bench.sandbox_latency(url, calls=min(a.calls, 200), runs=a.runs))
 
 
 def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
@@ -347,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[name] = section_scale(url, a)
                 elif name == "interop":
                     results[name] = section_interop(url, a)
+                elif name == "sandbox":
+                    results[name] = section_sandbox(url, a)
                 elif name == "redis-benchmark":
                     results[name] = section_redis_benchmark(url, a)
                 else:

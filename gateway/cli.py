@@ -4,6 +4,7 @@
     hero-gateway serve                     the JSON-RPC gateway
     hero-gateway actor --script-type T     a worker for one script type
     hero-gateway keys create|list|revoke   API keys
+    hero-gateway acl [--apply]             Redis ACL users for actors, gateways, admins
     hero-gateway archive / pipeline ...    events archive and Spark analytics
 
 Every flag also reads a ``HERO_*`` environment variable (see gateway/config.py).
@@ -46,20 +47,20 @@ def _load_handler(spec: str) -> Callable[..., object]:
 
 
 def cmd_actor(args: argparse.Namespace) -> int:
-    from gateway.actor import Actor
-    from gateway.actor.python_exec import run_python
+    from gateway.actor import Actor, python_actor
+    from gateway.actor.sandbox import SandboxUnavailable
 
     config = resolve(args)
-    actor = Actor(
-        config,
-        group=args.group,
-        instance=args.instance,
-        concurrency=args.concurrency,
-    )
+    where = {"group": args.group, "instance": args.instance, "concurrency": args.concurrency}
     if args.handler:
+        actor = Actor(config, **where)
         actor.handler(args.script_type)(_load_handler(args.handler))  # type: ignore[arg-type]
     elif args.script_type == "python":
-        actor.handler("python")(run_python)
+        try:
+            actor = python_actor(config, **where)
+        except SandboxUnavailable as exc:
+            print(f"hero-gateway actor: {exc}", file=sys.stderr)
+            return 2
     else:
         print(
             f"no built-in executor for script type {args.script_type!r}: pass "
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     from gateway.dev import add_command as add_dev
 
     add_dev(sub)
-    for module in ("gateway.server", "gateway.codegen.cli", "gateway.pipeline.cli"):
+    for module in ("gateway.server", "gateway.acl_command", "gateway.codegen.cli",
+                   "gateway.pipeline.cli"):  # fmt: skip
         try:
             importlib.import_module(module).add_commands(sub)
         except ModuleNotFoundError as exc:

@@ -36,6 +36,13 @@ def _event_loop(text: str) -> str:
     return value
 
 
+def _on_off(text: str) -> str:
+    value = text.strip().lower()
+    if value not in {"on", "off"}:
+        raise ValueError(f"not on or off: {text!r}")
+    return value
+
+
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -73,7 +80,7 @@ class Setting:
         return "HERO_" + self.name.upper()
 
 
-_ALL = ("serve", "actor", "dev", "archive", "keys")
+_ALL = ("serve", "actor", "dev", "archive", "keys", "acl")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -215,8 +222,20 @@ SETTINGS: tuple[Setting, ...] = (
         "--presence-ttl",
         int,
         15,
-        "Seconds an actor's presence key lives; the actor refreshes it every third of that.",
-        ("actor", "dev"),
+        "Seconds an actor's presence key lives; the actor refreshes it every third of that. "
+        "The gateway declares an actor dead once its presence has been missing for this long "
+        "while Redis was reachable (an outage does not count). Set it alike on both.",
+        ("serve", "actor", "dev"),
+    ),
+    Setting(
+        "max_actor_deaths",
+        "--max-actor-deaths",
+        int,
+        2,
+        "Actors a job may see die while running it: it runs again without spending its "
+        "retries until then, and the last death sends it to the dead-letter list (reason "
+        "poison) instead of the next actor.",
+        ("serve", "dev"),
     ),
     Setting(
         "host",
@@ -299,6 +318,71 @@ SETTINGS: tuple[Setting, ...] = (
         ("actor", "dev"),
     ),
     Setting(
+        "sandbox",
+        "--sandbox",
+        _on_off,
+        "on",
+        "on: every python job runs in bubblewrap namespaces and the actor refuses to start "
+        "where they cannot be made; off: jobs run unconfined (trusted scripts only).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_network",
+        "--job-network",
+        _bool,
+        False,
+        "Give python jobs the host's network (default: loopback of their own only).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_uid",
+        "--job-uid",
+        int,
+        65534,
+        "Host uid and gid python jobs run as when the actor runs as root.",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_memory_mb",
+        "--job-memory-mb",
+        int,
+        1024,
+        "Memory of a whole python job in MiB (its cgroup; else per process, RLIMIT_AS).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_procs",
+        "--job-max-procs",
+        int,
+        64,
+        "Processes and threads of a whole python job (its cgroup; else RLIMIT_NPROC).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_cpu_seconds",
+        "--job-cpu-seconds",
+        int,
+        0,
+        "CPU seconds of each process of a python job (RLIMIT_CPU; 0: the job's timeout + 5).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_output",
+        "--job-max-output",
+        int,
+        1 << 20,
+        "Bytes of a python job's stdout kept as its output (the rest is cut, and says so).",
+        ("actor", "dev"),
+    ),
+    Setting(
+        "job_max_log",
+        "--job-max-log",
+        int,
+        8 << 20,
+        "Bytes of a job's log file on disk (the rest is cut, and says so).",
+        ("actor", "dev"),
+    ),
+    Setting(
         "event_loop",
         "--event-loop",
         _event_loop,
@@ -341,6 +425,7 @@ class Config:
     events_maxlen: int = 100_000
     watch_interval: float = 0.25
     presence_ttl: int = 15
+    max_actor_deaths: int = 2
     job_ttl: int = 7 * 24 * 3600
     retry_base: float = 1.0
     retry_max: float = 60.0
@@ -355,6 +440,14 @@ class Config:
     shutdown_grace: float = 10.0
     check_results: bool = False
     log_dir: str | None = None
+    sandbox: str = "on"
+    job_network: bool = False
+    job_uid: int = 65534
+    job_memory_mb: int = 1024
+    job_max_procs: int = 64
+    job_cpu_seconds: int = 0
+    job_max_output: int = 1 << 20
+    job_max_log: int = 8 << 20
     event_loop: str = "auto"
     log_format: str = "json"
     log_level: str = "info"

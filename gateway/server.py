@@ -30,7 +30,7 @@ from gateway.metrics import Metrics
 from gateway.rpc.app import Gateway, Limits, Services
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import SCOPES, KeyStore
-from gateway.supervisor.connection import pooled
+from gateway.supervisor.connection import pooled, user_of
 
 log = logging.getLogger("gateway.server")
 
@@ -46,6 +46,7 @@ EXIT_REFUSED = 2
 async def services(config: Config) -> AsyncIterator[Services]:
     """The supervisor and the key store, for the app's lifespan."""
     sup = await Supervisor.connect(config)
+    log.info("connected to redis", extra={"redis_user": user_of(config.redis)})
     try:
         store = KeyStore(sup.redis, checks=sup.wire, url=config.redis)
         yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))

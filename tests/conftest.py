@@ -2,13 +2,21 @@
 
 Tests never touch the machine's shared Redis. Each test starts from an empty
 database (FLUSHALL), so tests stay independent while sharing one server.
+
+No process a test started may outlive the session: job folders (and so the
+command lines of job processes) live under the session's temporary folder,
+and at the end the suite fails if any process still refers to that folder.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
+import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +31,56 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """TMPDIR of the session (actors make job folders there, in-process or not)."""
+    folder = tmp_path_factory.mktemp("tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tempfile.tempdir = str(folder)
+    yield folder
+    tempfile.tempdir = None
+    if before is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = before
+
+
+def leftovers(marker: bytes) -> dict[int, str]:
+    """Processes other than this one whose command line, environment or
+    working folder names ``marker`` (the session's temporary folder)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            seen = cmdline + (entry / "environ").read_bytes()
+            seen += os.readlink(entry / "cwd").encode()
+        except OSError:  # gone, or a zombie
+            continue
+        if marker in seen:
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a job, actor or server started by a test is still alive."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or getattr(factory, "_basetemp", None) is None:
+        return
+    marker = str(factory.getbasetemp()).encode() + b"/"
+    deadline = time.monotonic() + 5  # a killed actor's jobs die a moment later
+    while (alive := leftovers(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive:
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in alive.items())
+        sys.stderr.write(f"\nprocesses started by tests outlived the session:\n{lines}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

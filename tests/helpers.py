@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
+
+from gateway.config import Config
+from tests.conftest import ROOT
 
 
 def job(script: str = "print('ok')", **fields: Any) -> dict[str, Any]:
@@ -19,3 +26,59 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def spawn_actor(
+    config: Config, *extra: str, log: IO[bytes] | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``hero-gateway actor`` in a subprocess, on the config's Redis (and user);
+    ``env``: more variables (``HERO_LOG_LEVEL`` is warning unless given)."""
+    variables = dict(
+        os.environ,
+        HERO_REDIS_URL=config.redis_url or "",
+        HERO_LOG_DIR=config.log_dir or "",
+        HERO_PRESENCE_TTL=str(config.presence_ttl),
+        HERO_LOG_LEVEL="warning",
+    )
+    variables.update(env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "actor", *extra],
+        env=variables,
+        cwd=ROOT,
+        stderr=log,
+    )
+
+
+def host_pids(marker: str) -> list[int]:
+    """Pids of the processes whose command line contains ``marker``, as the
+    host sees them: how a test finds a job's processes from outside its
+    sandbox (a pid the job prints is one of its own PID namespace)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile
+                continue
+    return found
+
+
+async def marked_running(marker: str) -> bool:
+    """For ``eventually``: a process with ``marker`` in its command line exists."""
+    return bool(host_pids(marker))
+
+
+async def marked_gone(marker: str) -> bool:
+    """For ``eventually``: no process with ``marker`` in its command line is left."""
+    return not host_pids(marker)
+
+
+def sleeper(marker: str, seconds: int = 60) -> str:
+    """Python that starts a child with ``marker`` in its command line, then sleeps."""
+    return (
+        "import subprocess, sys, time\n"
+        f"child = 'import time; time.sleep({seconds})'\n"
+        f"subprocess.Popen([sys.executable, '-c', child, {marker!r}])\n"
+        f"time.sleep({seconds})\n"
+    )

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper
 
 
 async def test_python_job_runs_isolated(
@@ -54,6 +55,14 @@ async def test_stdout_and_stderr_go_to_the_log_in_the_actor_log_dir(
     assert "to err" in log_path.read_text()
 
 
+async def test_the_log_of_a_timed_out_job_is_kept(sup: Supervisor, actors: Any) -> None:
+    actors()
+    script = "import time\nprint('before the end', flush=True)\ntime.sleep(60)\n"
+    result = await sup.run(job(script, job_id="slow", timeout=2), wait=20)
+    assert result["status"] == "timeout"
+    assert "before the end" in (await sup.logs("slow"))["logs"]
+
+
 async def test_error_carries_the_tail_of_stderr(sup: Supervisor, actors: Any) -> None:
     actors()
     result = await sup.run(job("print('x' * 10000)\nraise ValueError('kaput')"), wait=20)
@@ -62,49 +71,26 @@ async def test_error_carries_the_tail_of_stderr(sup: Supervisor, actors: Any) ->
     assert len(result["error"]) <= 4096
 
 
-async def test_timeout_kills_the_whole_process_group(
-    sup: Supervisor, actors: Any, tmp_path: Path
-) -> None:
+async def test_timeout_kills_every_process_of_the_job(sup: Supervisor, actors: Any) -> None:
     actors()
-    pidfile = tmp_path / "child.pid"
-    script = (
-        "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
-        "time.sleep(60)\n"
-    )
-    result = await sup.run(job(script, timeout=1), wait=20)
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    run = asyncio.create_task(sup.run(job(sleeper(marker), timeout=3), wait=20))
+    await eventually(lambda: marked_running(marker))
+    result = await run
     assert result["status"] == "timeout"
-    child = int(pidfile.read_text())
-    await eventually(lambda: _gone(child))
+    await eventually(lambda: marked_gone(marker))
 
 
-async def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie still answers kill(0); it is dead once its state says so
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any, tmp_path: Path) -> None:
+async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> None:
     actors()
-    marker = tmp_path / "started"
-    script = f"import time\nopen({str(marker)!r}, 'w').write('1')\ntime.sleep(60)\n"
-    await sup.create(job(script, job_id="long"))
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    await sup.create(job(sleeper(marker), job_id="long"))
     await sup.start("long")
-
-    async def running() -> bool:
-        return marker.exists()
-
-    await eventually(running)
+    await eventually(lambda: marked_running(marker))
     assert await sup.stop("long") == {"job_id": "long", "status": "stopped"}
     result = await sup.output("long")
     assert result["status"] == "stopped"
+    await eventually(lambda: marked_gone(marker))
     # the actor is free again: the next job runs promptly
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
 

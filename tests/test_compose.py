@@ -32,6 +32,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 EXPECTED_SERVICES = {
     "redis",
+    "redis-acl",
     "gateway",
     "actor",
     "actor-pinned",
@@ -277,6 +278,9 @@ def test_healthchecks_and_start_order(services: dict[str, dict[str, Any]]) -> No
         assert check and check["test"][0] in ("CMD", "CMD-SHELL"), f"{name}: no healthcheck"
     for name, service in services.items():
         for target, dep in service.get("depends_on", {}).items():
+            if target == "redis-acl":  # one-shot: it must have finished, and well
+                assert dep["condition"] == "service_completed_successfully", name
+                continue
             assert dep["condition"] in ("service_healthy", "service_started"), (name, target)
             if dep["condition"] == "service_healthy":
                 assert services[target].get("healthcheck"), f"{name} waits on {target}"
@@ -287,9 +291,30 @@ def test_healthchecks_and_start_order(services: dict[str, dict[str, Any]]) -> No
     for name, service in services.items():
         if runs_project_image(service):
             assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+            if name != "redis-acl":
+                assert "redis-acl" in service["depends_on"], f"{name} may start before the users"
     pipeline_deps = services["pipeline"]["depends_on"]
     assert pipeline_deps["spark-master"]["condition"] == "service_healthy"
     assert pipeline_deps["spark-worker"]["condition"] == "service_healthy"
+
+
+@needs_compose
+def test_services_connect_as_their_redis_users(services: dict[str, dict[str, Any]]) -> None:
+    """Actors as the actor user, the rest of the project as the gateway user;
+    only `redis-acl` holds the passwords of the others (.env reaches every
+    container, so the others get them blanked)."""
+    assert hero_argv(services["redis-acl"])[1:] == ["acl", "--apply"]
+    assert services["redis-acl"]["restart"] == "no"
+    passwords = ("HERO_ACL_ACTOR_PASSWORD", "HERO_ACL_GATEWAY_PASSWORD", "HERO_ACL_ADMIN_PASSWORD")
+    assert all(services["redis-acl"]["environment"][p] for p in passwords)
+    for name, service in services.items():
+        if not runs_project_image(service) or name == "redis-acl":
+            continue
+        env = service["environment"]
+        user = "hero-actor" if name.startswith("actor") else "hero-gateway"
+        assert env["HERO_REDIS_URL"].startswith(f"redis://{user}:"), name
+        assert [env[p] for p in passwords] == ["", "", ""], name
+    assert "--requirepass" in services["redis"]["command"]
 
 
 @needs_compose
@@ -386,7 +411,7 @@ def test_every_service_command_is_one_the_cli_accepts(
             pytest.fail(f"{name}: hero-gateway {shlex.join(args)} is rejected by the CLI")
         assert callable(parsed.func)
         checked.append(name)
-    assert set(checked) == {"gateway", "actor", "actor-pinned", "archiver", "pipeline"}
+    assert set(checked) == {"gateway", "actor", "actor-pinned", "archiver", "pipeline", "redis-acl"}
 
 
 @needs_compose

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import random
 import signal
 import subprocess
-import sys
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +22,7 @@ from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.conftest import ROOT
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, spawn_actor
 
 
 @pytest.fixture
@@ -34,8 +31,11 @@ def fast(config: Config) -> Config:
 
 
 def fast_settings(config: Config) -> Config:
-    """Retries, timeouts and presence in fractions of a second."""
-    return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1)
+    """Retries, timeouts and presence in fractions of a second. The storms kill
+    actors at random, so one job may see several die: a generous death budget
+    (the poison rule has its own tests, in test_liveness.py)."""
+    return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1,
+                   max_actor_deaths=10)  # fmt: skip
 
 
 @pytest.fixture
@@ -142,19 +142,6 @@ async def test_failure_without_retries_is_a_plain_error(
     assert await fsup.dlq_list() == []
 
 
-def spawn_actor(config: Config, *extra: str) -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        HERO_REDIS_URL=config.redis_url or "",
-        HERO_LOG_DIR=config.log_dir or "",
-        HERO_PRESENCE_TTL=str(config.presence_ttl),
-        HERO_LOG_LEVEL="warning",
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "actor", *extra], env=env, cwd=ROOT
-    )
-
-
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
@@ -165,24 +152,25 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 async def test_jobs_of_a_killed_actor_are_re_dispatched(
-    fsup: Supervisor, fast: Config, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    fsup: Supervisor,
+    fast: Config,
+    processes: list[subprocess.Popen[bytes]],
+    rds: aioredis.Redis,
 ) -> None:
-    marker = tmp_path / "runs"
-    script = f"import time\nopen({str(marker)!r}, 'a').write('x')\ntime.sleep(3600)\n"
+    """Without spending its retries (it has none): the actor died, not the job."""
+    marker = f"hero-test-{uuid.uuid4().hex}"
     victim = spawn_actor(fast, "--script-type", "python", "--instance", "victim")
     processes.append(victim)
-    await fsup.create(job(script, job_id="orphan", retries=1))
+    await fsup.create(job(sleeper(marker, 3600), job_id="orphan"))
     await fsup.start("orphan")
-    await eventually(lambda: _exists(marker), within=20)
+    await eventually(lambda: marked_running(marker), within=20)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     await eventually(lambda: _status_is(fsup, "orphan", "dispatched"), within=10)
     got = await fsup.get("orphan")
-    assert got["attempt"] == 1 and "died" in (got["error"] or "")
-
-
-async def _exists(path: Path) -> bool:
-    return path.exists()
+    assert got["attempt"] == 0 and "died" in (got["error"] or "")
+    assert await rds.hget(keys.job("orphan"), "deaths") == "1"
+    await eventually(lambda: marked_gone(marker))  # its job died with it (--die-with-parent)
 
 
 async def _status_is(sup: Supervisor, job_id: str, status: str) -> bool:

@@ -185,6 +185,8 @@ export interface Job {
   finished_at?: Timestamp | null;
   /** The actor instance that ran (or runs) the job. */
   actor?: string | null;
+  /** Present, as "off", when an actor with HERO_SANDBOX=off ran the job: no sandbox confined it. */
+  sandbox?: "off";
   /** The work queue the job was dispatched to. */
   queue?: string | null;
 }
@@ -224,6 +226,8 @@ export interface Event {
   group: string | null;
   instance: string | null;
   actor: string | null;
+  /** On a started event: "off" when the actor runs python jobs without a sandbox (HERO_SANDBOX=off). Absent otherwise. */
+  sandbox?: "off";
   caller_id: string | null;
   attempt: number;
   /** When it happened, milliseconds since the Unix epoch. */

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.supervisor.worker import Claimed
 
@@ -22,16 +22,17 @@ class JobFailed(Exception):
 @dataclass
 class JobContext:
     job: Claimed
-    log_path: Path
-    log_tail: int = 65536
-    log_text: str = ""
+    joblog: JobLog
     #: Set by the runtime: sends new log lines and progress while the job runs.
     live: LiveLog | None = None
 
+    @property
+    def log_path(self) -> str:
+        return str(self.joblog.path)
+
     def log(self, line: str) -> None:
         """Append a line to the job's log (readable through ``job.logs``, live)."""
-        with self.log_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        self.joblog.write((line + "\n").encode())
 
     def progress(self, fraction: float, message: str = "") -> None:
         """Report how far the job is, from 0 to 1, and what it is doing.
@@ -43,12 +44,4 @@ class JobContext:
         self.live.progress(fraction, message)
 
     def logs(self) -> str:
-        """The tail of the job's log (the file holds it all, whatever ended the job)."""
-        if self.log_text:
-            return self.log_text
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(max(0, f.seek(0, 2) - self.log_tail))
-                return f.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
+        return self.joblog.text()

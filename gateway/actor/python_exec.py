@@ -1,10 +1,12 @@
-"""The ``python`` executor: a job's script in an isolated child interpreter.
+"""The ``python`` executor: a job's script in a sandboxed child interpreter.
 
-Isolation: ``python -I`` (no user site, no PYTHON* variables, no cwd on the
-path) in a fresh temporary folder, a new session (so a stop or timeout kills
-the whole process group), an environment built from scratch (the job's
-env_vars plus JOB_ID / CALLER_ID / CONTEXT_ID; nothing of the actor's own
-environment, so no secrets leak in) and resource limits.
+The job runs ``python -I -B job.py`` in a fresh folder, in its own bubblewrap
+namespaces (gateway/actor/sandbox.py, started ahead by gateway/actor/warm.py)
+and its own cgroup (gateway/actor/cgroup.py), with an environment built from scratch: the job's
+env_vars plus JOB_ID / CALLER_ID / CONTEXT_ID, nothing of the actor's own
+environment. stdout is the job's output (its head), the tail of stderr its
+error; both go to the job's log. With ``HERO_SANDBOX=off`` only the folder,
+the environment and the limits remain.
 """
 
 from __future__ import annotations
@@ -13,87 +15,199 @@ import asyncio
 import contextlib
 import os
 import resource
+import secrets
 import shutil
 import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO
 
+from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
+from gateway.actor.joblog import JobLog
+from gateway.actor.sandbox import JOB_DIR, Sandbox
+from gateway.actor.warm import Ready, WarmPool
+from gateway.config import Config
 
-#: Output beyond this is cut (and says so); the job still succeeds.
-MAX_OUTPUT = 1 << 20
 #: How much of stderr becomes the job's error message.
 ERROR_TAIL = 4096
-MEMORY_LIMIT = 1 << 30
 MAX_OPEN_FILES = 256
+#: What a limit the kernel enforced is called in the job's error.
+LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit"}
 
 
-def _limits(cpu_seconds: int) -> None:  # pragma: no cover - runs in the child
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+class PythonExecutor:
+    """The handler of ``python`` jobs. Made once per actor: it checks that the
+    sandbox works here (SandboxUnavailable if not, unless HERO_SANDBOX=off),
+    finds the cgroups it may use, and keeps ``warm`` sandboxes ready."""
 
+    def __init__(self, config: Config, warm: int = 1) -> None:
+        self.config = config
+        self.memory = config.job_memory_mb << 20
+        self.sandbox: Sandbox | None = None
+        if config.sandbox == "on":
+            self.sandbox = Sandbox(config.job_network, config.job_uid, tmp_bytes=self.memory)
+            self.sandbox.check()
+        self.cgroups = cgroup.detect()
+        self._pool = WarmPool(self._start_sandbox, warm)
 
-async def _pump(stream: asyncio.StreamReader, keep: bytearray, log: IO[bytes], head: bool) -> None:
-    """Copy a pipe to the log file, keeping the head (stdout) or the tail (stderr)."""
-    while chunk := await stream.read(65536):
-        log.write(chunk)
-        if head:
-            keep += chunk[: max(0, MAX_OUTPUT + 1 - len(keep))]
-        else:
-            keep += chunk
-            del keep[:-ERROR_TAIL]
-
-
-async def run_python(ctx: JobContext) -> str:
-    job = ctx.job
-    workdir = Path(tempfile.mkdtemp(prefix="hero-job-"))
-    try:
-        script = workdir / "job.py"
-        script.write_text(job.script)
-        env = {
-            "PATH": os.defpath,
-            "LANG": "C.UTF-8",
-            "HOME": str(workdir),
-            "TMPDIR": str(workdir),
-            **job.env_vars,
-            "JOB_ID": job.job_id,
-            "CALLER_ID": job.caller_id,
-            "CONTEXT_ID": job.context_id,
+    def describe(self) -> dict[str, str]:
+        """What the start-up log says about how jobs are confined."""
+        limits = self.cgroups.describe() if self.cgroups else "rlimits (per process)"
+        return {
+            "sandbox": self.sandbox.describe() if self.sandbox else "off",
+            "limits": f"{limits}: memory {self.config.job_memory_mb} MiB, "
+            f"{self.config.job_max_procs} processes",
         }
-        stdout, stderr = bytearray(), bytearray()
-        with ctx.log_path.open("ab", buffering=0) as log:  # live: LiveLog reads it
+
+    async def aclose(self) -> None:
+        """Stop the sandboxes kept ready (the actor calls this on its way out)."""
+        await self._pool.close()
+
+    def _new_cgroup(self) -> cgroup.JobCgroup | None:
+        if self.cgroups is None:
+            return None
+        name = secrets.token_hex(8)
+        return self.cgroups.create(name, self.memory, self.config.job_max_procs)
+
+    def _rlimits(self) -> list[tuple[int, int]]:
+        """(resource, limit) for every process of a job; the cgroup, where
+        there is one, bounds memory and processes for all of them together."""
+        limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, MAX_OPEN_FILES)]
+        if self.cgroups is None:
+            limits += [(resource.RLIMIT_AS, self.memory),
+                       (resource.RLIMIT_NPROC, self.config.job_max_procs)]  # fmt: skip
+        return limits
+
+    async def _start_sandbox(self) -> Ready:
+        """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
+        assert self.sandbox is not None
+        read, write = os.pipe()
+        command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/job.py"]  # -u: lines live
+        try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-B", "-u", str(script),
-                cwd=workdir, env=env,
+                *self.sandbox.argv(command, read), env={}, cwd=tempfile.gettempdir(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=lambda: _limits(job.timeout + 5),
+                start_new_session=True, pass_fds=(read,),
             )  # fmt: skip
-            assert proc.stdout is not None and proc.stderr is not None
-            try:
-                await asyncio.gather(
-                    _pump(proc.stdout, stdout, log, head=True),
-                    _pump(proc.stderr, stderr, log, head=False),
-                )
-                code = await proc.wait()
-            finally:
-                if proc.returncode is None:  # cancelled: stop or timeout
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    await proc.wait()
-        ctx.log_text = ctx.log_path.read_bytes()[-ctx.log_tail :].decode("utf-8", "replace")
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        ready = Ready(proc, None, write)
+        try:
+            for limit, value in self._rlimits():
+                resource.prlimit(proc.pid, limit, (value, value))
+            ready.cgroup = self._new_cgroup()
+            if ready.cgroup is not None:
+                ready.cgroup.add(proc.pid)  # it forks nothing before its job arrives
+        except BaseException:
+            await ready.discard()
+            raise
+        return ready
+
+    async def _start_unconfined(
+        self, workdir: Path, env: dict[str, str], cpu_seconds: int
+    ) -> tuple[asyncio.subprocess.Process, cgroup.JobCgroup | None]:
+        """HERO_SANDBOX=off: python straight in the job folder, limits set between fork and exec."""
+        cg = self._new_cgroup()
+        limits = [*self._rlimits(), (resource.RLIMIT_CPU, cpu_seconds)]
+
+        def preexec() -> None:  # pragma: no cover - runs in the child before exec
+            for limit, value in limits:
+                resource.setrlimit(limit, (value, value))
+            if cg is not None:
+                cg.add()
+
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-B", "-u", str(workdir / "job.py"), cwd=workdir, env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True, preexec_fn=preexec,
+        )  # fmt: skip
+        return proc, cg
+
+    def _cpu(self, timeout: int) -> int:
+        return self.config.job_cpu_seconds or timeout + 5
+
+    async def __call__(self, ctx: JobContext) -> str:
+        job = ctx.job
+        workdir = Path(tempfile.mkdtemp(prefix=f"hero-job-{os.getpid()}-"))
+        cg: cgroup.JobCgroup | None = None
+        hit: str | None = None
+        try:
+            (workdir / "job.py").write_text(job.script)
+            inside = JOB_DIR if self.sandbox else str(workdir)
+            env = {
+                "PATH": os.defpath,
+                "LANG": "C.UTF-8",
+                "HOME": inside,
+                "TMPDIR": "/tmp" if self.sandbox else inside,
+                **job.env_vars,
+                "JOB_ID": job.job_id,
+                "CALLER_ID": job.caller_id,
+                "CONTEXT_ID": job.context_id,
+            }
+            if self.sandbox:
+                args = self.sandbox.job_args(workdir, env)
+                self.sandbox.prepare(workdir)
+                ready = await self._pool.take()
+                proc, cg = ready.proc, ready.cgroup
+                ready.launch(args, self._cpu(job.timeout))
+            else:
+                proc, cg = await self._start_unconfined(workdir, env, self._cpu(job.timeout))
+            code, stdout, stderr = await _wait(proc, ctx.joblog, self.config.job_max_output)
+        finally:
+            if cg is not None:
+                hit = cg.limit_hit()
+                await asyncio.to_thread(cg.remove)
+            shutil.rmtree(workdir, ignore_errors=True)
+        limit = self.config.job_max_output
+        text = stdout[:limit].decode("utf-8", "replace")
+        if len(stdout) > limit:
+            text += f"\n[output cut at {limit} bytes]"
+        if code != 0:  # the output is the stdout, the error the stderr's tail
+            tail = stderr.decode("utf-8", "replace").strip()
+            if hit:
+                cap = self.config.job_memory_mb if hit == "memory" else self.config.job_max_procs
+                unit = " MiB" if hit == "memory" else ""
+                tail = f"{tail}\n{LIMIT_NAMES[hit]} of the job hit ({cap}{unit})".strip()
+            raise JobFailed(tail or f"exit code {code}", output=text)
+        return text
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process, joblog: JobLog, max_output: int
+) -> tuple[int, bytearray, bytearray]:
+    """Pump both pipes into the log until the job ends; on cancellation (stop,
+    timeout) kill its session: bwrap, and with it the job's PID namespace."""
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = bytearray(), bytearray()
+    try:
+        await asyncio.gather(
+            _pump(proc.stdout, stdout, joblog, size=max_output + 1, head=True),
+            _pump(proc.stderr, stderr, joblog, size=ERROR_TAIL, head=False),
+        )
+        return await proc.wait(), stdout, stderr
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    text = stdout[:MAX_OUTPUT].decode("utf-8", "replace")
-    if len(stdout) > MAX_OUTPUT:
-        text += f"\n[output cut at {MAX_OUTPUT} bytes]"
-    if code != 0:  # the output is the stdout, the error the stderr's tail
-        tail = stderr.decode("utf-8", "replace").strip()
-        raise JobFailed(tail or f"exit code {code}", output=text)
-    return text
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+
+
+async def _pump(
+    stream: asyncio.StreamReader, kept: bytearray, joblog: JobLog, *, size: int, head: bool
+) -> None:
+    """Copy a pipe to the log, keeping its first (stdout) or last (stderr) ``size`` bytes."""
+    while chunk := await stream.read(65536):
+        joblog.write(chunk)
+        if head:
+            kept += chunk[: max(0, size - len(kept))]
+        else:
+            kept += chunk
+            del kept[:-size]

@@ -28,11 +28,12 @@ from pathlib import Path
 
 from gateway import eventloop
 from gateway.actor.context import JobContext, JobFailed
+from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
-from gateway.actor.python_exec import run_python
+from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.paths import state_dir
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, user_of
 from gateway.supervisor.worker import ActorLink, Claimed, Outcome
 
 log = logging.getLogger("gateway.actor")
@@ -89,9 +90,14 @@ class Actor:
             raise RuntimeError("no handler registered; use @actor.handler(script_type)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
-        await asyncio.gather(
-            *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
-        )
+        try:
+            await asyncio.gather(
+                *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
+            )
+        finally:
+            for handler in self._handlers.values():
+                if isinstance(handler, PythonExecutor):
+                    await handler.aclose()
 
     async def _serve_type(self, index: int, script_type: str, handler: Handler) -> None:
         running: dict[str, asyncio.Task[Outcome]] = {}
@@ -102,15 +108,18 @@ class Actor:
                 log.info("stopping job", extra={"job_id": job_id})
                 task.cancel()
 
+        unconfined = isinstance(handler, PythonExecutor) and handler.sandbox is None
         link = ActorLink(
-            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job
-        )
+            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job,
+            sandbox_off=unconfined,
+        )  # fmt: skip
         if not await self._connect(link):
             return
         log.info(
             "actor ready",
-            extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency},
-        )
+            extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency,
+                   "redis_user": user_of(self.config.redis)},
+        )  # fmt: skip
         done: list[Outcome] = []
         self._links.add(link)
 
@@ -179,13 +188,18 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        ctx = JobContext(job, self.log_dir / f"{job.job_id}.log")
-        log_path = str(ctx.log_path)
+        try:
+            joblog = JobLog(self.log_dir / f"{job.job_id}.log", self.config.job_max_log)
+        except OSError:
+            log.exception("cannot open the job's log", extra={"job_id": job.job_id})
+            return Outcome(job.job_id, "error", "", "the actor cannot write the job's log")
+        ctx = JobContext(job, joblog)
+        log_path = ctx.log_path
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
-            await link.report_output(job.job_id, lines, progress, cap=ctx.log_tail, tail=tail)
+            await link.report_output(job.job_id, lines, progress, cap=joblog.tail_size, tail=tail)
 
-        ctx.live = LiveLog(ctx.log_path, report)
+        ctx.live = LiveLog(joblog.path, report)
         ctx.live.start()
         try:
             async with asyncio.timeout(job.timeout):
@@ -204,14 +218,23 @@ class Actor:
         except Exception as exc:
             log.exception("handler failed", extra={"job_id": job.job_id})
             outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
-        await ctx.live.close(tail=ctx.logs())
+        finally:
+            joblog.close()
+        await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
         return outcome
 
 
 def python_actor(
     config: Config, *, group: str | None = None, instance: str | None = None, concurrency: int = 1
 ) -> Actor:
-    """An actor that runs ``python`` jobs with the isolated python executor."""
+    """An actor that runs ``python`` jobs in the sandboxed python executor.
+    Raises SandboxUnavailable where the sandbox cannot work (unless HERO_SANDBOX=off)."""
     actor = Actor(config, group=group, instance=instance, concurrency=concurrency)
-    actor.handler("python")(run_python)
+    executor = PythonExecutor(config, warm=concurrency)
+    confinement = executor.describe()
+    if executor.sandbox is None:
+        log.warning("python jobs run WITHOUT a sandbox (HERO_SANDBOX=off)", extra=confinement)
+    else:
+        log.info("python job sandbox", extra=confinement)
+    actor.handler("python")(executor)
     return actor

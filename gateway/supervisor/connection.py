@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -55,6 +56,11 @@ def pooled(url: str, max_connections: int, name: str, *, resend: bool = True) ->
         retry_on_error=[RedisConnectionError],
     )
     return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
+
+
+def user_of(url: str) -> str:
+    """The Redis user a URL connects as (never its password), for the logs."""
+    return urlsplit(url).username or "default"
 
 
 def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:

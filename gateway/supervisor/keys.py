@@ -201,6 +201,10 @@ EXPIRING = f"{PREFIX}:idx:expiring"
 #: Who runs the maintenance loop (reaper, retries, timeouts) among several gateways.
 LEADER = f"{PREFIX}:meta:leader"
 
+#: When the maintenance leader last reached Redis (ms): a long gap is an
+#: outage, which the dead-actor detector does not count against actors.
+WATCH = f"{PREFIX}:meta:watch"
+
 
 #: Ids popped from a work queue whose job hash (or its script) was not there
 #: yet: JSON {id, queue} scored by the time (ms) their grace ends (an outside

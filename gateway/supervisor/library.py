@@ -13,7 +13,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from gateway.config import Config
 from gateway.supervisor import keys
@@ -50,6 +51,7 @@ def source() -> str:
         "IDLE": keys.idle(""),
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
+        "WATCH": keys.WATCH,
         "EXPIRING": keys.EXPIRING,
     }
     for name, value in placeholders.items():
@@ -98,7 +100,8 @@ async def call(
     except ResponseError as exc:
         if not lost_library(exc):
             raise
-        await load(client)
+        if not await load(client):  # an actor's user: like Redis away until a gateway loads it
+            raise RedisConnectionError("the Functions are not loaded yet") from None
         return await client.execute_command("FCALL", function, len(key_names), *argv)
 
 
@@ -107,5 +110,15 @@ def lost_library(reply: Any) -> bool:
     return isinstance(reply, ResponseError) and "function not found" in str(reply).lower()
 
 
-async def load(client: Commands) -> None:
-    await client.execute_command("FUNCTION", "LOAD", "REPLACE", source())
+async def load(client: Commands) -> bool:
+    """Load (or replace) the library; False when this Redis user may not. Such
+    a user (the actor's, see acl.py) uses what a gateway or ``hero-gateway acl
+    --apply`` loaded, so the refusal is not an error here."""
+    try:
+        await client.execute_command("FUNCTION", "LOAD", "REPLACE", source())
+    except ResponseError as exc:
+        # redis-py names the refusal by its class, hiredis (wire.Wire) by its text
+        if not isinstance(exc, NoPermissionError) and not str(exc).startswith("NOPERM"):
+            raise
+        return False
+    return True

@@ -1,6 +1,14 @@
 """The maintenance loop: reaping dead actors, due retries, overdue jobs,
 expired index entries and, in stream mode, consumers left by dead actors.
 
+It is the one detector of dead actors: an instance is dead once its
+presence has been missing for a full TTL of Redis being reachable
+(``hero_watch`` gives every actor a fresh TTL after an outage), and each
+job it held is run again or, after ``HERO_MAX_ACTOR_DEATHS``, dead-lettered
+as poison (``hero_reap``). Outside actors, which only write the protocol's
+presence key, are folded into the actors index every third of a TTL, so
+listing them never SCANs.
+
 Every gateway runs the loop, but only the elected leader (a Redis key with a
 short TTL, renewed each tick) does the work, so several gateways never reap
 twice. Each step is a Function call, atomic on its own, so a leader that dies
@@ -21,7 +29,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.config import Config
-from gateway.supervisor import keys, library
+from gateway.supervisor import keys, library, presence
 from gateway.supervisor.connection import UNAVAILABLE
 
 log = logging.getLogger("gateway.supervisor.maintenance")
@@ -39,6 +47,7 @@ class Maintenance:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._next_fold = 0.0  # when to look for outside actors' presence keys next
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="hero-maintenance")
@@ -77,6 +86,14 @@ class Maintenance:
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
         done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0, "consumers": 0}
+        ttl_ms = self._config.presence_ttl * 1000
+        lost = int(await self._call("hero_watch", ttl_ms))
+        if lost:
+            log.warning("redis was out of reach: every actor gets a full presence TTL again",
+                        extra={"lost_ms": lost})  # fmt: skip
+        if time.monotonic() >= self._next_fold:
+            self._next_fold = time.monotonic() + self._config.presence_ttl / 3
+            await presence.fold(self._client, self._config.presence_ttl)
         now_ms = int(time.time() * 1000)
         for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
             parts = keys.parse_presence(lease)
@@ -84,9 +101,10 @@ class Maintenance:
                 await self._client.zrem(keys.ACTORS, lease)
                 continue
             held = keys.held(*parts)
-            n = int(await self._call("hero_reap", lease, key_names=[held]))
+            deaths = self._config.max_actor_deaths
+            n = int(await self._call("hero_reap", lease, deaths, ttl_ms, key_names=[held]))
             if n:
-                log.warning("re-dispatched jobs of a dead actor", extra={"actor": lease, "jobs": n})
+                log.warning("jobs of a dead actor", extra={"actor": lease, "jobs": n})
             done["reaped"] += n
         done["promoted"] = int(await self._call("hero_promote"))
         grace_ms = int(self._config.timeout_grace * 1000)

@@ -2,13 +2,15 @@
 
 Each actor instance keeps its ``keys.presence`` key (JSON, with a TTL) and a
 member in the ``keys.ACTORS`` sorted set scored by
-the key's expiry. Listing reads the live members; an expired score is how
-the reaper finds an instance that died.
+the key's expiry. Listing reads the members whose key is there; a passed
+score is how the reaper finds an instance that may have died (see
+maintenance.py). Outside actors write only the key: ``fold`` indexes them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -34,16 +36,74 @@ async def leave(client: aioredis.Redis, info: dict[str, Any]) -> None:
         await pipe.execute()
 
 
-async def live(client: aioredis.Redis, script_type: str | None = None) -> list[dict[str, Any]]:
+async def fold(client: aioredis.Redis, ttl: int) -> int:
+    """Put every live presence key into the index, ours or an outside actor's
+    (the protocol asks no more of an actor than its key). Run by the
+    maintenance leader, never on a request, since it SCANs. A deadline is
+    only ever moved later (``GT``), so a fold never undoes ``hero_watch``.
+    Returns how many keys it saw."""
+    found = [key async for key in client.scan_iter(match=keys.presence("*", "*", "*"), count=1000)]
+    found = [key for key in found if _named(key)]
+    if not found:
+        return 0
+    async with client.pipeline(transaction=False) as pipe:
+        for key in found:
+            pipe.pttl(key)
+        left = await pipe.execute()
     now_ms = int(time.time() * 1000)
-    members: list[str] = await client.zrangebyscore(keys.ACTORS, now_ms, "+inf")
+    scores = {k: now_ms + (ms if ms >= 0 else ttl * 1000) for k, ms in zip(found, left, strict=True)
+              if ms != -2}  # fmt: skip
+    if scores:
+        await client.zadd(keys.ACTORS, scores, gt=True)
+    return len(scores)
+
+
+async def live(client: aioredis.Redis, script_type: str | None = None) -> list[dict[str, Any]]:
+    """Instances in the index whose presence key is there now. Outside actors'
+    JSON may lack our fields or be no JSON at all: the key names the instance."""
+    members: list[str] = await client.zrange(keys.ACTORS, 0, -1)
     if not members:
         return []
     actors = []
-    for raw in await client.mget(members):
-        if raw is None:  # expired between the two reads
+    for member, raw in zip(members, await client.mget(members), strict=True):
+        parts = keys.parse_presence(member)
+        if raw is None or parts is None:  # expired, not yet reaped
             continue
-        info = json.loads(raw)
-        if script_type is None or info.get("script_type") == script_type:
+        info = _shape(raw, parts)
+        if script_type is None or info["script_type"] == script_type:
             actors.append(info)
     return sorted(actors, key=lambda a: (a["script_type"], a["group"], a["instance"]))
+
+
+def _named(key: str) -> bool:
+    """A presence key whose parts are identifiers we can list (and reap by)."""
+    parts = keys.parse_presence(key)
+    return parts is not None and all(re.fullmatch(keys.IDENT_PATTERN, p) for p in parts)
+
+
+def _shape(raw: str, parts: tuple[str, str, str]) -> dict[str, Any]:
+    """The presence fields we list, typed, from whatever JSON the key holds
+    (an outside actor may write other fields, other types or no JSON)."""
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        found = None
+    got: dict[str, Any] = found if isinstance(found, dict) else {}
+
+    def number(name: str) -> float:
+        value = got.get(name)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+        return value if ok else 0  # type: ignore[return-value]
+
+    capabilities = got.get("capabilities")
+    return {
+        "script_type": parts[0],
+        "group": parts[1],
+        "instance": parts[2],
+        "pid": int(number("pid")),
+        "hostname": str(got.get("hostname") or ""),
+        "started_at": number("started_at"),
+        "version": str(got.get("version") or ""),
+        "capabilities": [str(c) for c in capabilities] if isinstance(capabilities, list) else [],
+        "last_heartbeat": number("last_heartbeat"),
+    }

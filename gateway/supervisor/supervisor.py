@@ -336,7 +336,9 @@ class Supervisor:
         """Delete ended jobs of one status that ended more than ``older_than`` s ago."""
         if status not in TERMINAL:
             raise InvalidParams(f"status must be one of {', '.join(sorted(TERMINAL))}")
-        cutoff = f"({int((time.time() - older_than) * 1000)}"
+        # Index scores are Redis's clock, not ours: with no age asked for, take
+        # every ended job (a job that ended this very millisecond included).
+        cutoff = str(int((time.time() - older_than) * 1000)) if older_than > 0 else "+inf"
         deleted = 0
         head = library.head(self.config)
         while ids := await self.redis.zrangebyscore(

@@ -113,8 +113,11 @@ class ActorLink:
         index: int = 0,
         capabilities: Sequence[str] = (),
         on_stop: Callable[[str], None] | None = None,
+        sandbox_off: bool = False,
     ) -> None:
         self.script_type, self.group, self.instance = script_type, group, instance
+        #: Runs python jobs unconfined (HERO_SANDBOX=off): their started event and hash say so.
+        self._sandbox_off = sandbox_off
         self.name = f"{group}:{instance}"
         self._config = config
         self._held = keys.held(script_type, group, instance)
@@ -131,6 +134,7 @@ class ActorLink:
         self._channel = keys.handoff(script_type, group, instance)
         # one line per field: hand_off in hero.lua reads it back
         parts = [self.name, self._held, self._ctl, self._lease, self._channel]
+        parts += ["off"] if sandbox_off else []
         self._record = "" if self.stream else "\n".join(parts)
         self._cycle_keys = [self._held, self._idle, *self._queues]
         self._queues_set = frozenset(self._queues)
@@ -228,6 +232,7 @@ class ActorLink:
         for o in outcomes:
             entry = self._entries.get(o.job_id, "")
             args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
+        args += ["off"] if self._sandbox_off else []
         rows, settle_ms = await library.call(
             self._wire, self._config, "hero_cycle", *args, key_names=self._cycle_keys
         )

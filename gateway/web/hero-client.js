@@ -235,6 +235,8 @@ export function errorFor(code, message, data = null) {
  * @property {Timestamp | null} [started_at]
  * @property {Timestamp | null} [finished_at]
  * @property {string | null} [actor] The actor instance that ran (or runs) the job.
+ * @property {"off"} [sandbox] Present, as "off", when an actor with HERO_SANDBOX=off ran the
+ *   job: no sandbox confined it.
  * @property {string | null} [queue] The work queue the job was dispatched to.
  */
 
@@ -275,6 +277,8 @@ export function errorFor(code, message, data = null) {
  * @property {string | null} group
  * @property {string | null} instance
  * @property {string | null} actor
+ * @property {"off"} [sandbox] On a started event: "off" when the actor runs python jobs
+ *   without a sandbox (HERO_SANDBOX=off). Absent otherwise.
  * @property {string | null} caller_id
  * @property {number} attempt
  * @property {number} ts When it happened, milliseconds since the Unix epoch.

@@ -168,6 +168,9 @@ class Job(TypedDict):
     finished_at: NotRequired[Timestamp | None]
     #: The actor instance that ran (or runs) the job.
     actor: NotRequired[str | None]
+    #: Present, as "off", when an actor with HERO_SANDBOX=off ran the job: no sandbox confined
+    #: it.
+    sandbox: NotRequired[Literal["off"]]
     #: The work queue the job was dispatched to.
     queue: NotRequired[str | None]
 
@@ -213,6 +216,9 @@ class Event(TypedDict):
     group: str | None
     instance: str | None
     actor: str | None
+    #: On a started event: "off" when the actor runs python jobs without a sandbox
+    #: (HERO_SANDBOX=off). Absent otherwise.
+    sandbox: NotRequired[Literal["off"]]
     caller_id: str | None
     attempt: int
     #: When it happened, milliseconds since the Unix epoch.

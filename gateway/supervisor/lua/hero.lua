@@ -42,6 +42,7 @@ local DELAYED = '{{DELAYED}}'
 local DLQ = '{{DLQ}}'
 local ACTORS = '{{ACTORS}}'
 local LEADER = '{{LEADER}}'
+local WATCH = '{{WATCH}}'
 local EXPIRING = '{{EXPIRING}}'
 local DLQ_STREAM = '{{DLQ_STREAM}}'
 local GROUP = '{{STREAM_GROUP}}'
@@ -138,10 +139,10 @@ local OUTPUT_IN_EVENT = 4096
 -- `output`: the job's output when the caller has just written it.
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
-  local result = {}
+  local result = {unpack(ctx.tag or {})}
   if TERMINAL[status] then
     local out = output or redis.call('HGET', JOB .. id, 'output') or ''
-    if #out <= OUTPUT_IN_EVENT then result = {'output', out} end
+    if #out <= OUTPUT_IN_EVENT then result[#result + 1], result[#result + 2] = 'output', out end
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
@@ -207,9 +208,13 @@ local function take(ctx, id, old, who, event, entry)
   local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
   for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
+  -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
+  local off = who.sandbox == 'off' and {'sandbox', 'off'} or {}
+  ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', ''}, nil, event)
+     'finished_at', '', unpack(off)}, nil, event)
+  ctx.tag = nil
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
   return rec
@@ -225,12 +230,13 @@ local function hand_off(ctx, id, old, script_type)
   while true do
     local rec = redis.call('RPOP', idle)
     if not rec then return false end
-    local actor, held, ctl, lease, channel =
-      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)$')
+    local actor, held, ctl, lease, channel, sandbox =
+      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n?([^\n]*)$')
     if lease and redis.call('EXISTS', lease) == 1 then
       redis.call('LPUSH', held, id)
       set_status(ctx, id, old, 'dispatched')
-      local row = take(ctx, id, 'dispatched', {actor = actor, ctl = ctl, lease = lease})
+      local row = take(ctx, id, 'dispatched',
+        {actor = actor, ctl = ctl, lease = lease, sandbox = sandbox})
       redis.call('PUBLISH', channel, cjson.encode(row))
       return true
     end
@@ -340,34 +346,19 @@ local function record_outside(ctx, id, st)
   return true
 end
 
--- A failed attempt (error, timeout, dead actor): retry after a backoff while
--- attempts remain; then the dead-letter list when retries were asked for,
--- else the plain failure.
-local function fail_attempt(ctx, id, old, status, err, extra)
-  local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'attempt', 'retries', 'script_type', 'mode')
-  -- an actor we did not write never counts attempts: a failure is at least one
+-- The job ends for good as `final`: a dead letter (with `reason`) when
+-- final is 'dlq'; its reply is pushed and its dependents are told.
+local function give_up(ctx, id, old, final, err, fields, reason)
+  local f = redis.call('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
   local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
-  local retries = tonumber(f[2] or '0') or 0
-  local fields = extra or {}
-  table.insert(fields, 'attempt'); table.insert(fields, tostring(attempt))
-  if attempt <= retries then
-    local delay = math.min(ctx.retry_base * 2 ^ attempt + ctx.jitter, ctx.retry_max)
-    table.insert(fields, 'error'); table.insert(fields, err)
-    set_status(ctx, id, old, 'retrying', fields, err)
-    redis.call('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
-    return 'retrying'
-  end
-  local final = retries > 0 and 'dlq' or status
   for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
   local event_id = set_status(ctx, id, old, final, fields, err)
-  local reason = 'attempts exhausted (last: ' .. status .. ')'
-  if final == 'dlq' and f[4] == 'stream' then
-    redis.call('XADD', DLQ_STREAM .. f[3], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
+  if final == 'dlq' and f[3] == 'stream' then
+    redis.call('XADD', DLQ_STREAM .. f[2], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
       'reason', reason, 'last_error', err, 'dlq_ts', tostring(ctx.ms), 'attempt', tostring(attempt))
   elseif final == 'dlq' then
     -- the entry is named by its dlq event, so it can be found in the stream
-    redis.call('LPUSH', DLQ .. f[3], cjson.encode({
+    redis.call('LPUSH', DLQ .. f[2], cjson.encode({
       id = event_id, job_id = id, reason = reason, error = err, attempt = attempt, ts = ctx.ms}))
   end
   local rk = REPLY .. id
@@ -375,6 +366,45 @@ local function fail_attempt(ctx, id, old, status, err, extra)
   if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
   on_terminal(ctx, id, final)
   return final
+end
+
+-- Back to its queue after the backoff of attempt number `attempt`.
+local function retry_later(ctx, id, old, err, fields, attempt)
+  local delay = math.min(ctx.retry_base * 2 ^ attempt + ctx.jitter, ctx.retry_max)
+  table.insert(fields, 'error'); table.insert(fields, err)
+  set_status(ctx, id, old, 'retrying', fields, err)
+  redis.call('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
+  return 'retrying'
+end
+
+-- A failed attempt (error, timeout, an actor that stopped answering): retry
+-- after a backoff while attempts remain; then the dead-letter list when
+-- retries were asked for, else the plain failure.
+local function fail_attempt(ctx, id, old, status, err, extra)
+  local jk = JOB .. id
+  local f = redis.call('HMGET', jk, 'attempt', 'retries')
+  -- an actor we did not write never counts attempts: a failure is at least one
+  local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
+  local retries = tonumber(f[2] or '0') or 0
+  local fields = extra or {}
+  table.insert(fields, 'attempt'); table.insert(fields, tostring(attempt))
+  if attempt <= retries then return retry_later(ctx, id, old, err, fields, attempt) end
+  local final = retries > 0 and 'dlq' or status
+  return give_up(ctx, id, old, final, err, fields, 'attempts exhausted (last: ' .. status .. ')')
+end
+
+-- The actor running the job died. The job did not fail, so the attempt is
+-- not spent (its `retries` stay whole) and it goes back to its queue; but
+-- deaths have their own budget: the `max_deaths`-th death makes it a poison
+-- job, dead-lettered instead of handed to the next actor to kill.
+local function actor_died(ctx, id, err, max_deaths)
+  local jk = JOB .. id
+  local deaths = redis.call('HINCRBY', jk, 'deaths', 1)
+  if deaths >= max_deaths then
+    return give_up(ctx, id, 'started', 'dlq', err, {}, 'poison')
+  end
+  local attempt = math.max(tonumber(redis.call('HGET', jk, 'attempt') or '1') or 1, 1)
+  return retry_later(ctx, id, 'started', err, {'attempt', tostring(attempt - 1)}, deaths)
 end
 
 local function promote(ctx, limit)
@@ -752,7 +782,8 @@ end
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
 --       mode; "" for lists), reclaim idle ms (0: don't reclaim), idle record
 --       ("": none), outside grace ms, n_results,
---       (id, status, output, error, log_path, stream entry)*
+--       (id, status, output, error, log_path, stream entry)*,
+--       then "off" from an actor running python jobs without a sandbox
 -- Returns the claimed rows and the ms until a parked id is due (0: none), so
 -- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
@@ -761,6 +792,7 @@ local function hero_cycle(keys, args)
   local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
   local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 9])
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
+  who.sandbox = args[H + 10 + n * 6]  -- "off" from an unconfined python actor
   if record ~= '' then redis.call('LREM', idle, 0, record) end
   for i = 0, n - 1 do
     local b = H + 10 + i * 6
@@ -925,17 +957,43 @@ local function hero_lead(_, args)
   return 0
 end
 
--- Jobs held by an instance whose presence expired go back through
--- fail_attempt (the attempt counts). KEYS: held ; ARGV: head, presence key
+-- The clock of the dead-actor detector: a presence deadline (the score in
+-- ACTORS) counts only time in which Redis was reachable. The leader stamps
+-- WATCH on every tick; a stamp older than a third of the presence TTL
+-- means nobody reached Redis meanwhile (it was down or paused, or no
+-- gateway led), so every actor's presence may have lapsed through no fault
+-- of its own: each gets a full TTL from now to show itself again.
+-- ARGV: head, presence TTL ms. Returns the time lost (0: none).
+local function hero_watch(_, args)
+  local ctx = context(args)
+  local ttl = tonumber(args[H + 1])
+  local last = tonumber(redis.call('GET', WATCH) or '')
+  redis.call('SET', WATCH, ctx.ms)
+  if not last or ctx.ms - last <= ttl / 3 then return 0 end
+  local rows = redis.call('ZRANGE', ACTORS, 0, -1, 'WITHSCORES')
+  for i = 1, #rows, 2 do
+    if tonumber(rows[i + 1]) < ctx.ms + ttl then redis.call('ZADD', ACTORS, ctx.ms + ttl, rows[i]) end
+  end
+  return ctx.ms - last
+end
+
+-- An instance whose presence deadline passed. If its key is there (it came
+-- back, or it is an outside actor that refreshes only its key), only the
+-- deadline moves to the key's expiry. Else it died: each job it held goes
+-- through actor_died. KEYS: held ; ARGV: head, presence key, max deaths, TTL ms
 local function hero_reap(keys, args)
   local ctx = context(args)
-  local held, lease = keys[1], args[H + 1]
-  if redis.call('EXISTS', lease) == 1 then return 0 end  -- it came back
+  local held, lease, max_deaths = keys[1], args[H + 1], tonumber(args[H + 2])
+  local left = redis.call('PTTL', lease)
+  if left ~= -2 then
+    redis.call('ZADD', ACTORS, ctx.ms + (left >= 0 and left or tonumber(args[H + 3])), lease)
+    return 0
+  end
   local n = 0
   for _, id in ipairs(redis.call('LRANGE', held, 0, -1)) do
     local f = redis.call('HMGET', JOB .. id, 'status', 'lease', 'actor')
     if f[1] == 'started' and f[2] == lease then
-      fail_attempt(ctx, id, 'started', 'error', 'actor ' .. (f[3] or '?') .. ' died')
+      actor_died(ctx, id, 'actor ' .. (f[3] or '?') .. ' died', max_deaths)
       n = n + 1
     end
   end
@@ -957,7 +1015,9 @@ local function hero_expire(_, args)
       local id, since = rows[i], tonumber(rows[i + 1])
       local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
       local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
-      local alive = f[3] and f[3] ~= '' and redis.call('EXISTS', f[3]) == 1
+      -- alive: its key is there, or the detector still waits for it (see hero_watch)
+      local alive = f[3] and f[3] ~= '' and (redis.call('EXISTS', f[3]) == 1
+        or (tonumber(redis.call('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
       if f[1] == 'started' and deadline < ctx.ms and not alive then
         fail_attempt(ctx, id, idx, 'timeout', 'timed out: no answer from its actor')
         n = n + 1
@@ -1014,7 +1074,7 @@ local function hero_dlq_replay(_, args)
   local replayed = {}
   local function replay(id)
     if redis.call('HGET', JOB .. id, 'status') == 'dlq' then
-      local fresh = {'attempt', '0', 'error', '', 'finished_at', ''}
+      local fresh = {'attempt', '0', 'deaths', '0', 'error', '', 'finished_at', ''}
       redis.call('HSET', JOB .. id, unpack(fresh))
       note(ctx, id, fresh)
       redis.call('DEL', REPLY .. id)  -- the dead letter's answer: not this round's
@@ -1043,6 +1103,7 @@ end
 
 redis.register_function('hero_lead', hero_lead)
 redis.register_function('hero_reap', hero_reap)
+redis.register_function('hero_watch', hero_watch)
 redis.register_function('hero_expire', hero_expire)
 redis.register_function('hero_promote', hero_promote)
 redis.register_function('hero_prune', hero_prune)

@@ -1,0 +1,75 @@
+"""``hero-gateway acl``: the Redis ACL users of the three roles (see
+``gateway/supervisor/acl.py``), printed, or set with ``--apply``.
+
+    hero-gateway acl                                   print the ACL SETUSER lines
+    hero-gateway acl --apply --redis-url redis://...   set them (as an admin), load the Functions
+
+Passwords come from ``HERO_ACL_{ACTOR,GATEWAY,ADMIN}_PASSWORD``; a role
+without one gets a generated password, shown once on stderr. The rules
+themselves carry only the passwords' SHA-256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from gateway.config import add_arguments, resolve
+from gateway.supervisor import acl, library
+from gateway.supervisor.connection import UNAVAILABLE, pooled
+
+
+async def _apply(url: str, users: list[acl.User]) -> None:
+    client = pooled(url, 1, "acl", resend=False)
+    try:
+        await acl.apply(client, users)
+        await library.load(client)  # so actors, which may not load it, can start first
+    finally:
+        await client.aclose()
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    config = resolve(args)
+    if args.apply and config.redis_url is None:  # never the default by accident
+        print("hero-gateway acl --apply: give --redis-url (or HERO_REDIS_URL) of the Redis "
+              "to set the users on, as a user allowed to run ACL", file=sys.stderr)  # fmt: skip
+        return 2
+    users = acl.users()
+    for user in users:
+        print(acl.render(user))
+    for user in users:
+        if user.generated:
+            print(
+                f"{user.role.user}: generated password {user.password} (shown only now; "
+                f"set {user.role.password_env} to choose it)",
+                file=sys.stderr,
+            )
+    if not args.apply:
+        return 0
+    try:
+        asyncio.run(_apply(config.redis, users))
+    except UNAVAILABLE as exc:
+        print(f"hero-gateway acl --apply: Redis unreachable: {exc}", file=sys.stderr)
+        return 1
+    except ResponseError as exc:  # e.g. NOPERM: not a user that may run ACL
+        print(f"hero-gateway acl --apply: Redis refused: {exc}", file=sys.stderr)
+        return 1
+    print(f"applied: {', '.join(u.role.user for u in users)}", file=sys.stderr)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``acl`` (called by ``gateway.cli``)."""
+    p = sub.add_parser("acl", help="print (or --apply) the Redis ACL users: actor, gateway, admin")
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="set the users on the Redis of --redis-url (connect as an admin) and load the "
+        "Functions",
+    )
+    add_arguments(p, "acl")
+    p.set_defaults(func=cmd_acl)

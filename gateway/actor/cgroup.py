@@ -1,0 +1,178 @@
+"""One cgroup per job, so its limits hold for the whole job, not per process.
+
+The actor makes each job's cgroup under its own (``/proc/self/cgroup``):
+cgroup v2 where its own cgroup may enable the ``memory`` and ``pids``
+controllers for children, else cgroup v1's ``memory`` and ``pids``
+hierarchies. The job's first process enters it before it execs (so nothing
+it forks escapes), and after the job every process left in it is killed and
+the folder removed. ``detect`` returns None where neither is writable; the
+executor then falls back to per-process rlimits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+PREFIX = "hero-job-"
+
+
+def _own(hierarchy: str) -> str | None:
+    """Our cgroup path in a hierarchy ("" for v2's unified one), from /proc/self/cgroup."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        if hierarchy in names.split(","):
+            return path
+    return None
+
+
+def _writable(parent: Path) -> bool:
+    probe = parent / f"{PREFIX}{os.getpid()}-probe"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError:
+        return False
+    return True
+
+
+def _sweep(parent: Path) -> None:
+    """Remove job cgroups that actors killed with SIGKILL left behind (theirs
+    are named after their pid); a cgroup still in use refuses rmdir."""
+    for child in parent.glob(f"{PREFIX}*"):
+        m = re.match(rf"{PREFIX}(\d+)-", child.name)
+        if m and not Path(f"/proc/{m[1]}").exists():
+            with contextlib.suppress(OSError):
+                child.rmdir()
+
+
+@dataclass(frozen=True)
+class Cgroups:
+    """Where job cgroups go: ``version`` "v2" (one folder) or "v1" (memory, pids)."""
+
+    version: str
+    memory_parent: Path
+    pids_parent: Path
+
+    def describe(self) -> str:
+        if self.version == "v2":
+            return f"cgroup v2 under {self.memory_parent}"
+        return f"cgroup v1 under {self.memory_parent} and {self.pids_parent}"
+
+    def create(self, name: str, memory_max: int, procs: int) -> JobCgroup:
+        """A new job cgroup limited to ``memory_max`` bytes (no swap) and ``procs`` tasks."""
+        full = f"{PREFIX}{os.getpid()}-{name}"
+        if self.version == "v2":
+            folder = self.memory_parent / full
+            folder.mkdir()
+            cg = JobCgroup((folder,), folder, folder, v2=True)
+            _set(folder, "memory.max", memory_max)
+            _set(folder, "memory.swap.max", 0, optional=True)
+        else:
+            memory, pids = self.memory_parent / full, self.pids_parent / full
+            cg = JobCgroup((memory, pids), memory, pids, v2=False)
+            for folder in cg.folders:
+                folder.mkdir()
+            _set(cg.memory, "memory.limit_in_bytes", memory_max)
+            _set(cg.memory, "memory.memsw.limit_in_bytes", memory_max, optional=True)
+        _set(cg.pids, "pids.max", procs)
+        return cg
+
+
+def _set(folder: Path, name: str, value: int, *, optional: bool = False) -> None:
+    try:
+        (folder / name).write_text(str(value))
+    except FileNotFoundError:
+        if not optional:
+            raise
+
+
+@dataclass(frozen=True)
+class JobCgroup:
+    folders: tuple[Path, ...]
+    memory: Path
+    pids: Path
+    v2: bool
+
+    def add(self, pid: int = 0) -> None:
+        """Move a process in (0: the caller). Only os calls, no locks: it also
+        serves as a ``preexec_fn``, in the child between fork and exec."""
+        for folder in self.folders:
+            fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, str(pid).encode())
+            finally:
+                os.close(fd)
+
+    def pids_inside(self) -> list[int]:
+        try:
+            text = (self.pids / "cgroup.procs").read_text()
+        except FileNotFoundError:  # removed already
+            return []
+        return [int(pid) for pid in text.split()]
+
+    def limit_hit(self) -> str | None:
+        """Which limit the kernel enforced on this job, if any."""
+        if _count(self.memory / ("memory.events" if self.v2 else "memory.oom_control"), "oom_kill"):
+            return "memory"
+        if _count(self.pids / "pids.events", "max"):
+            return "processes"
+        return None
+
+    def remove(self) -> None:
+        """Kill whatever is still inside, then remove the folders (again: nothing)."""
+        deadline = time.monotonic() + 5
+        while pids := self.pids_inside():
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes {pids} outlived their job cgroup")
+            time.sleep(0.005)
+        for folder in self.folders:
+            while folder.exists():  # the last exits may still be in flight
+                try:
+                    folder.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.005)
+
+
+def _count(path: Path, key: str) -> int:
+    with contextlib.suppress(FileNotFoundError):
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    return 0
+
+
+def detect() -> Cgroups | None:
+    """The cgroups this process can make job cgroups in, or None."""
+    if (ROOT / "cgroup.controllers").exists():  # the unified hierarchy only
+        own = ROOT / (_own("") or "/").lstrip("/")
+        control = own / "cgroup.subtree_control"
+        with contextlib.suppress(OSError):
+            if not {"memory", "pids"} <= set(control.read_text().split()):
+                control.write_text("+memory +pids")  # EBUSY while processes sit in `own`
+            if _writable(own):
+                _sweep(own)
+                return Cgroups("v2", own, own)
+        return None
+    mem_path, pids_path = _own("memory"), _own("pids")
+    if mem_path is None or pids_path is None:
+        return None
+    memory = ROOT / "memory" / mem_path.lstrip("/")
+    pids = ROOT / "pids" / pids_path.lstrip("/")
+    if not (_writable(memory) and _writable(pids)):
+        return None
+    _sweep(memory)
+    _sweep(pids)
+    return Cgroups("v1", memory, pids)

@@ -1,0 +1,154 @@
+"""The bubblewrap command line a python job runs under.
+
+Namespaces: its own PID namespace (when the job's main process ends, the
+kernel kills everything it started, daemons included), its own network
+namespace with only loopback (unless the actor allows network), its own mount
+namespace (system folders and the interpreter read-only, the job folder at
+``/job`` the only writable place, a private ``/tmp``, a ``/proc`` showing
+only the job), its own IPC and UTS namespaces. ``--die-with-parent``: an
+actor killed with SIGKILL takes its jobs with it.
+
+The job runs as a real unprivileged uid on the host. An actor running as
+root makes the namespaces without a user namespace and drops to ``job_uid``
+inside (``setpriv``: no groups, no capabilities, no new privileges), so
+rlimits and file permissions apply as to any unprivileged process. An
+unprivileged actor gets a user namespace from bwrap and the job keeps the
+actor's own uid (bwrap drops every capability).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Where the job folder appears inside the sandbox.
+JOB_DIR = "/job"
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+
+HOW_TO_FIX = (
+    "Install bubblewrap (Debian: apt-get install bubblewrap). In a container, the runtime "
+    "must let it create namespaces: see the README (Deployment) for Docker and Kubernetes. "
+    "Or set HERO_SANDBOX=off to run python jobs without a sandbox (trusted scripts only)."
+)
+
+
+class SandboxUnavailable(Exception):
+    """bwrap is missing or cannot create namespaces here."""
+
+
+def python_paths() -> list[str]:
+    """What the actor's interpreter needs outside the system folders: its
+    venv and its base installation (both mounted read-only)."""
+    found: list[str] = []
+    for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+        for path in (prefix, os.path.realpath(prefix)):
+            if path != "/usr" and not path.startswith("/usr/") and path not in found:
+                found.append(path)
+    return found
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    network: bool = False
+    job_uid: int = 65534
+    tmp_bytes: int = 64 << 20
+    bwrap: str = "bwrap"
+    setpriv: str = "setpriv"
+
+    @property
+    def privileged(self) -> bool:
+        """Root makes the namespaces itself; anyone else through a user namespace."""
+        return os.geteuid() == 0
+
+    def describe(self) -> str:
+        uid = f"uid {self.job_uid}" if self.privileged else f"uid {os.geteuid()} in a userns"
+        net = "network allowed" if self.network else "no network"
+        return f"bwrap: own pid, mount, ipc and uts namespaces, {net}, {uid}"
+
+    def argv(self, command: Sequence[str], args_fd: int) -> list[str]:
+        """bwrap to run ``command`` (paths as seen inside), once it has read the
+        job's own options (``job_args``) from ``args_fd``: until then it waits,
+        so it can be started before the job is known (gateway/actor/warm.py).
+        Without them it stops at the ``--chdir`` into a JOB_DIR that is not there."""
+        args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--die-with-parent", "--new-session"]  # fmt: skip
+        if not self.network:
+            args.append("--unshare-net")
+        if not self.privileged:
+            args += ["--unshare-user", "--disable-userns"]
+        for path in SYSTEM:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        made: set[Path] = set()
+        for path in python_paths():
+            # folders bwrap makes on the way to a mount point are 0700 (root's):
+            # make them 0755 first, so the job's uid can reach the interpreter
+            for parent in reversed(Path(path).parents[:-1]):
+                if parent not in made:
+                    made.add(parent)
+                    args += ["--dir", str(parent)]
+            args += ["--ro-bind", path, path]
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp",
+                 "--chdir", JOB_DIR, "--args", str(args_fd), "--"]  # fmt: skip
+        if self.privileged:
+            uid = str(self.job_uid)
+            args += [shutil.which(self.setpriv) or self.setpriv, "--reuid", uid, "--regid", uid,
+                     "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+                     "--no-new-privs", "--"]  # fmt: skip
+        return args + list(command)
+
+    @staticmethod
+    def job_args(workdir: Path, env: Mapping[str, str]) -> bytes:
+        """The options that make a waiting sandbox one job's: its folder at
+        JOB_DIR and its environment (nothing else of the actor's)."""
+        args = ["--bind", str(workdir), JOB_DIR, "--clearenv"]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        if any("\0" in arg for arg in args):
+            raise ValueError("env_vars may not contain NUL characters")
+        return b"".join(arg.encode() + b"\0" for arg in args)
+
+    def prepare(self, workdir: Path) -> None:
+        """Hand the job folder to the job's uid (it is the one place it may write)."""
+        if self.privileged:
+            os.chown(workdir, self.job_uid, self.job_uid)
+
+    def check(self) -> None:
+        """Run a trivial job in the sandbox; SandboxUnavailable with what to change if it fails."""
+        for tool in (self.bwrap, self.setpriv) if self.privileged else (self.bwrap,):
+            if shutil.which(tool) is None:
+                raise SandboxUnavailable(f"{tool} not found. {HOW_TO_FIX}")
+        with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
+            self.prepare(Path(tmp))
+            read, write = os.pipe()
+            try:
+                proc = subprocess.Popen(
+                    self.argv([sys.executable, "-I", "-c", "pass"], read), pass_fds=(read,),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                with contextlib.suppress(BrokenPipeError):  # exited already: see below
+                    os.write(write, self.job_args(Path(tmp), {}))  # fits in the pipe
+            except OSError as exc:
+                raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
+            finally:
+                os.close(read)
+                os.close(write)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise SandboxUnavailable(f"bwrap hung on a trivial job. {HOW_TO_FIX}") from None
+        if proc.returncode != 0:
+            why = err.strip()[-500:] or f"exit code {proc.returncode}"
+            raise SandboxUnavailable(f"bwrap cannot make the job sandbox here: {why}. {HOW_TO_FIX}")

@@ -1,0 +1,95 @@
+"""Sandboxes started before their job arrives.
+
+Starting a sandbox costs time that does not depend on the job: forking and
+exec'ing bwrap, and moving it into the job's cgroup (on cgroup v1 the first
+move after a quiet spell waits for an RCU grace period, 5-25 ms on these
+machines). So the python executor keeps bwrap processes ready, each already
+in a cgroup of its own and blocked reading the rest of its options from a
+pipe (``bwrap --args FD``, see Sandbox.argv). A job takes one, sends its
+folder and environment down the pipe, and a replacement starts in the
+background. Nothing runs in a ready sandbox before a job is sent to it, and
+one whose actor dies reads end-of-file and stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import resource
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from gateway.actor.cgroup import JobCgroup
+
+log = logging.getLogger("gateway.actor")
+
+
+@dataclass
+class Ready:
+    """A bwrap process waiting for its job's options on ``args_fd``."""
+
+    proc: asyncio.subprocess.Process
+    cgroup: JobCgroup | None
+    args_fd: int
+
+    def launch(self, args: bytes, cpu_seconds: int) -> None:
+        """Set the job's CPU limit, then let it go with ``args`` (see Sandbox.job_args)."""
+        resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+        try:
+            view = memoryview(args)
+            while view:  # bwrap reads until end-of-file: a long write cannot block for good
+                view = view[os.write(self.args_fd, view) :]
+        finally:
+            os.close(self.args_fd)
+
+    async def discard(self) -> None:
+        """Kill it unused (its pipe closed first, so it would only have exited)."""
+        with contextlib.suppress(OSError):
+            os.close(self.args_fd)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        await self.proc.wait()
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.remove)
+
+
+class WarmPool:
+    """Up to ``size`` ready sandboxes; ``take`` starts one on the spot when none is."""
+
+    def __init__(self, start: Callable[[], Awaitable[Ready]], size: int) -> None:
+        self._start = start
+        self._size = size
+        self._ready: list[Ready] = []
+        self._starting: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def take(self) -> Ready:
+        ready = self._ready.pop() if self._ready else await self._start()
+        self._refill()
+        return ready
+
+    def _refill(self) -> None:
+        while not self._closed and len(self._ready) + len(self._starting) < self._size:
+            task = asyncio.create_task(self._add())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _add(self) -> None:
+        try:
+            ready = await self._start()
+        except Exception:  # the next take starts one itself, and reports why it fails
+            log.warning("could not start a sandbox ahead of its job", exc_info=True)
+            return
+        if self._closed:
+            await ready.discard()
+        else:
+            self._ready.append(ready)
+
+    async def close(self) -> None:
+        """Discard every ready sandbox, and those still starting once they are."""
+        self._closed = True
+        await asyncio.gather(*self._starting)
+        ready, self._ready = self._ready, []
+        await asyncio.gather(*(r.discard() for r in ready))

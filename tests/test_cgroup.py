@@ -1,0 +1,61 @@
+"""Job cgroups on this machine's real cgroup hierarchy: limits, who is inside, removal."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.actor.cgroup import PREFIX, Cgroups, JobCgroup, detect
+
+
+@pytest.fixture
+def cgroups() -> Cgroups:
+    found = detect()
+    assert found is not None, "these machines let the actor make cgroups"
+    return found
+
+
+@pytest.fixture
+def group(cgroups: Cgroups) -> Iterator[JobCgroup]:
+    cg = cgroups.create("test", 64 << 20, 5)
+    yield cg
+    cg.remove()
+
+
+def test_the_process_limit_counts_every_process_and_says_it_was_hit(group: JobCgroup) -> None:
+    assert group.limit_hit() is None
+    script = "for i in $(seq 10); do sleep 30 & done; wait"
+    proc = subprocess.Popen(["sh", "-c", script], preexec_fn=group.add, stderr=subprocess.PIPE)
+    try:
+        assert b"fork" in (proc.stderr.readline() if proc.stderr else b"").lower()
+        assert group.limit_hit() == "processes"
+        assert 1 < len(group.pids_inside()) <= 5
+    finally:
+        group.remove()  # kills the shell and its sleepers
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+    assert not group.pids.exists() and not group.memory.exists()
+
+
+def test_a_process_can_be_moved_in_by_pid_and_is_killed_on_removal(group: JobCgroup) -> None:
+    proc = subprocess.Popen(["sleep", "30"])
+    group.add(proc.pid)
+    assert group.pids_inside() == [proc.pid]
+    group.remove()
+    assert proc.wait(5) == -9
+
+
+def test_cgroups_left_by_a_dead_actor_are_swept(cgroups: Cgroups) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = [
+        parent / f"{PREFIX}{dead.pid}-old"
+        for parent in (cgroups.memory_parent, cgroups.pids_parent)
+    ]
+    for folder in stale:
+        folder.mkdir()
+    detect()
+    assert not any(folder.exists() for folder in stale)

@@ -1,0 +1,364 @@
+"""The python job sandbox, attacked as a hostile job would: real actors, real
+jobs, real bwrap and cgroups. Each test fails if the wall it checks is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import python_actor
+from gateway.actor.cgroup import PREFIX, detect
+from gateway.actor.joblog import JobLog
+from gateway.actor.sandbox import JOB_DIR, Sandbox, SandboxUnavailable, python_paths
+from gateway.config import Config
+from gateway.embedded_redis import EmbeddedRedis
+from gateway.supervisor import Supervisor, keys
+from tests.conftest import ROOT
+from tests.helpers import eventually, host_pids, job, marked_gone, marked_running, sleeper
+
+CONNECT = (
+    "import socket, sys\n"
+    "for host, port in {targets!r}:\n"
+    "    try:\n"
+    "        socket.create_connection((host, port), timeout=2).close()\n"
+    "        print(host, 'open')\n"
+    "    except OSError as exc:\n"
+    "        print(host, 'closed', type(exc).__name__)\n"
+)
+
+
+def host_address() -> str:
+    """One of this machine's own non-loopback IPv4 addresses."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    found = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    if not found:
+        pytest.skip("no non-loopback IPv4 address on this machine")
+    return str(found[0])
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP port open on every interface of the host."""
+    sock = socket.socket()
+    sock.bind(("0.0.0.0", 0))
+    sock.listen()
+    yield sock
+    sock.close()
+
+
+async def test_redis_and_the_hosts_addresses_are_unreachable(
+    sup: Supervisor, actors: Any, redis_server: EmbeddedRedis, listener: socket.socket
+) -> None:
+    actors()
+    address, port = host_address(), listener.getsockname()[1]
+    targets = [("127.0.0.1", redis_server.port), (address, port)]
+    # positive control: outside the sandbox both answer
+    for target in targets:
+        socket.create_connection(target, timeout=2).close()
+    result = await sup.run(job(CONNECT.format(targets=targets)), wait=30)
+    assert result["output"] == (
+        f"127.0.0.1 closed ConnectionRefusedError\n{address} closed OSError\n"
+    ), result
+
+
+async def test_the_actor_and_other_jobs_are_invisible(sup: Supervisor, config: Config) -> None:
+    actor = python_actor(config, concurrency=2)
+    serving = asyncio.create_task(actor.serve())
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    try:
+        spec = job(sleeper(marker, 30), job_id="other", timeout=30)
+        other = asyncio.ensure_future(sup.run(spec, wait=40))
+        await eventually(lambda: marked_running(marker), within=20)
+        other_pid = host_pids(marker)[0]
+        script = (
+            "import os\n"
+            "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+            f"for path in ['/proc/{os.getpid()}/environ', '/proc/{other_pid}/cwd/job.py']:\n"
+            "    try:\n"
+            "        open(path).read()\n"
+            "        print('read', path)\n"
+            "    except OSError as exc:\n"
+            "        print(type(exc).__name__)\n"
+        )
+        result = await sup.run(job(script), wait=30)
+        assert result["output"] == "[1, 2]\nFileNotFoundError\nFileNotFoundError\n", result
+        await sup.stop("other")
+        assert (await other)["status"] == "stopped"
+    finally:
+        actor.stop()
+        await serving
+
+
+async def test_the_job_runs_as_an_unprivileged_uid_with_no_capabilities(
+    sup: Supervisor, actors: Any
+) -> None:
+    actors()
+    script = (
+        "import os, subprocess\n"
+        "print(subprocess.run(['id'], capture_output=True, text=True).stdout.strip())\n"
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith(('CapEff', 'CapBnd', 'NoNewPrivs', 'NSpid')):\n"
+        "        print(line.split()[0], line.split()[1:])\n"
+    )
+    result = await sup.run(job(script), wait=30)
+    assert result["output"] == (
+        "uid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)\n"
+        "NSpid: ['2']\n"
+        "CapEff: ['0000000000000000']\n"
+        "CapBnd: ['0000000000000000']\n"
+        "NoNewPrivs: ['1']\n"
+    ), result
+
+
+async def test_no_write_outside_the_job_folder(
+    sup: Supervisor, actors: Any, session_tmp: Path
+) -> None:
+    actors()
+    name = f"hero-test-{uuid.uuid4().hex}"
+    outside = [ROOT / name, Path(sys.prefix) / name, session_tmp / name]
+    private = [f"/tmp/{name}", "mine"]  # its own /tmp and its own folder
+    script = (
+        "for path in " + repr([str(p) for p in outside] + private) + ":\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        print('wrote')\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+    )
+    result = await sup.run(job(script), wait=30)
+    lines = result["output"].splitlines()
+    assert lines[-2:] == ["wrote", "wrote"] and "wrote" not in lines[:-2], lines
+    assert not any(path.exists() for path in [*outside, Path("/tmp", name)])
+
+
+async def test_no_daemon_outlives_its_job(sup: Supervisor, actors: Any) -> None:
+    """A double-forked, setsid grandchild that holds stdout dies with the job,
+    and the job ends when its main process does, with its output."""
+    actors()
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])\n"  # noqa: E501
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "time.sleep(0.5)\n"
+        "print('main done')\n"
+    )
+    began = time.monotonic()
+    result = await sup.run(job(script, timeout=60), wait=60)
+    assert (result["status"], result["output"]) == ("finished", "main done\n")
+    assert time.monotonic() - began < 20
+    await eventually(lambda: marked_gone(marker))
+    # what is left of this process's job cgroups: the one sandbox kept ready
+    # for the next job, a lone bwrap waiting for its options
+    assert [tasks(group) for group in job_cgroups()] == [1]
+
+
+def job_cgroups() -> list[Path]:
+    """The pids cgroups of jobs of this process's actors."""
+    cgroups = detect()
+    assert cgroups is not None, "these machines give the actor a cgroup"
+    return list(cgroups.pids_parent.glob(f"{PREFIX}{os.getpid()}-*"))
+
+
+def tasks(group: Path) -> int:
+    return len((group / "cgroup.procs").read_text().split())
+
+
+async def test_the_process_limit_holds_for_the_whole_job(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actors(python_actor(dataclasses.replace(config, job_max_procs=8)))
+    script = (
+        "import subprocess, sys\n"
+        "children = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])"
+        " for _ in range(20)]\n"
+    )
+    result = await sup.run(job(script), wait=60)
+    assert result["status"] == "error"
+    assert "BlockingIOError" in result["error"]
+    assert result["error"].endswith("process limit of the job hit (8)")
+
+
+async def test_the_memory_limit_holds_for_the_whole_job(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actors(python_actor(dataclasses.replace(config, job_memory_mb=100)))
+    script = (  # six children of 30 MiB each: no single process passes the limit
+        "import os, time\n"
+        "for _ in range(6):\n"
+        "    if os.fork() == 0:\n"
+        "        block = bytearray(30 << 20)\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "for _ in range(6):\n"
+        "    _, status = os.wait()\n"
+        "    if os.waitstatus_to_exitcode(status) != 0:\n"
+        "        raise SystemExit(f'a child was killed: {status}')\n"
+    )
+    result = await sup.run(job(script, timeout=60), wait=60)
+    assert result["status"] == "error"
+    assert result["error"].startswith("a child was killed")
+    assert result["error"].endswith("memory limit of the job hit (100 MiB)")
+
+
+async def test_the_log_file_is_capped(sup: Supervisor, actors: Any, config: Config) -> None:
+    actors(python_actor(dataclasses.replace(config, job_max_log=100_000)))
+    script = "import sys\nfor _ in range(1000):\n    print('x' * 1000, file=sys.stderr)\n"
+    result = await sup.run(job(script, job_id="chatty"), wait=60)
+    assert result["status"] == "finished"
+    text = Path(config.log_dir or "", "chatty.log").read_text()
+    assert text.endswith("\n[log cut at 100000 bytes]\n")
+    assert len(text) < 100_100
+    assert (await sup.logs("chatty"))["logs"].endswith("[log cut at 100000 bytes]\n")
+
+
+async def test_killing_its_parent_does_not_kill_the_actor(
+    sup: Supervisor, config: Config, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    actor = spawn_actor(config, "--instance", "tough")
+    processes.append(actor)
+    script = (
+        "import os, signal\n"
+        "for pid in (os.getppid(), 1):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+        "print('still here')\n"
+    )
+    first = await sup.run(job(script, instance="tough", group="default"), wait=30)
+    assert first["status"] == "finished" and "still here" in first["output"], first
+    after = await sup.run(job("print('served')", instance="tough", group="default"), wait=30)
+    assert after["output"] == "served\n" and actor.poll() is None
+
+
+def spawn_actor(config: Config, *extra: str, **env: str) -> subprocess.Popen[bytes]:
+    environ = dict(
+        os.environ, HERO_REDIS_URL=config.redis_url or "", HERO_LOG_DIR=config.log_dir or "", **env
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "python", *extra],
+        env=environ,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_an_actor_without_the_sandbox_refuses_to_start(config: Config) -> None:
+    env = dict(os.environ, HERO_REDIS_URL=config.redis_url or "", PATH="/nonexistent")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "python"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "bwrap not found" in proc.stderr and "HERO_SANDBOX=off" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+async def test_sandbox_off_warns_and_marks_the_started_event_and_hash(
+    sup: Supervisor, config: Config, rds: aioredis.Redis, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    actor = spawn_actor(config, "--instance", "loose", PATH="/nonexistent", HERO_SANDBOX="off")
+    processes.append(actor)
+    spec = job("print('unconfined')", job_id="loose-1", group="default", instance="loose")
+    assert (await sup.run(spec, wait=30))["output"] == "unconfined\n"  # claimed from its queue
+    spec = job("print('again')", job_id="loose-2")  # handed straight to the idle actor
+    assert (await sup.run(spec, wait=30))["output"] == "again\n"
+    for job_id in ("loose-1", "loose-2"):
+        assert (await rds.hget(keys.job(job_id), "sandbox")) == "off"
+    started = [f for _, f in await rds.xrange(keys.EVENTS) if f["event"] == "started"]
+    assert [f.get("sandbox") for f in started] == ["off", "off"]
+    actor.terminate()
+    _, stderr = await asyncio.to_thread(actor.communicate, timeout=20)
+    assert b"WITHOUT a sandbox" in stderr
+
+
+def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
+    path = tmp_path / "j.log"
+    path.write_bytes(b"x" * 10)  # an earlier attempt's lines count against the cap
+    log = JobLog(path, limit=50, tail=20)
+    log.write(b"a" * 30)
+    log.write(b"b" * 30)
+    log.write(b"c" * 30)
+    log.close()
+    assert path.read_bytes() == b"x" * 10 + b"a" * 30 + b"b" * 10 + b"\n[log cut at 50 bytes]\n"
+    assert log.text() == "\n[log cut at 50 bytes]\n"[-20:]
+
+
+def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7)
+    text = " ".join(argv)
+    for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
+        assert flag in argv
+    assert f"--chdir {JOB_DIR} --args 7 --" in text  # the job's folder comes down fd 7
+    assert "--tmpfs /tmp" in text and "--proc /proc" in text
+    assert "--reuid 4242 --regid 4242 --clear-groups" in text and "--no-new-privs" in text
+    assert argv[-2:] == ["python", "job.py"]
+    for path in python_paths():  # read-only, never the checkout around the venv
+        assert f"--ro-bind {path} {path}" in text
+    assert f"--bind {ROOT} " not in text and f"--ro-bind {ROOT} " not in text
+    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an unprivileged actor
+    unprivileged = Sandbox().argv(["x"], 7)
+    assert "--unshare-user" in unprivileged and not any("setpriv" in a for a in unprivileged)
+
+
+def test_the_job_options_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
+    args = Sandbox.job_args(tmp_path, {"A": "1", "JOB_ID": "j"})
+    assert args.split(b"\0") == [
+        b"--bind", str(tmp_path).encode(), JOB_DIR.encode(), b"--clearenv",
+        b"--setenv", b"A", b"1", b"--setenv", b"JOB_ID", b"j", b"",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="NUL"):
+        Sandbox.job_args(tmp_path, {"A": "x\0y"})
+
+
+def test_a_sandbox_that_fails_its_check_says_what_to_change() -> None:
+    with pytest.raises(SandboxUnavailable, match=r"exit code 1.*HERO_SANDBOX=off"):
+        Sandbox(bwrap="false").check()  # a bwrap that cannot make anything
+
+
+async def test_job_network_gives_the_job_the_hosts_network(
+    sup: Supervisor, actors: Any, config: Config, listener: socket.socket
+) -> None:
+    actors(python_actor(dataclasses.replace(config, job_network=True)))
+    target = [(host_address(), listener.getsockname()[1])]
+    result = await sup.run(job(CONNECT.format(targets=target)), wait=30)
+    assert result["output"] == f"{target[0][0]} open\n", result
+
+
+async def test_without_cgroups_rlimits_bound_each_process(
+    sup: Supervisor, actors: Any, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.actor.cgroup.detect", lambda: None)  # as in a container
+    actors(python_actor(dataclasses.replace(config, job_memory_mb=100)))
+    result = await sup.run(job("block = bytearray(300 << 20)"), wait=30)
+    assert result["status"] == "error" and result["error"].endswith("MemoryError"), result
