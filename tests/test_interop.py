@@ -332,3 +332,201 @@ def test_legacy_queues_setting_per_type() -> None:
     ]:
         with pytest.raises(SystemExit, match=message):
             resolve(environ={"HERO_LEGACY_QUEUES": bad})
+
+
+# -- ends written by outside actors ------------------------------------------------------
+
+
+async def terminal_events(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
+    ends = {"finished", "error", "stopped", "timeout", "dlq"}
+    return [e for e in await events_of(rds, job_id) if e["event"] in ends]
+
+
+async def blocked_in_blpop(rds: aioredis.Redis) -> None:
+    async def blocked() -> bool:
+        return any(c["cmd"] == "blpop" for c in await rds.client_list())
+
+    await eventually(blocked)
+
+
+async def assert_ended_once(rds: aioredis.Redis, job_id: str, output: str) -> None:
+    """One terminal event, finished_at, and the retention our own ends get."""
+    assert [(e["status"], e["output"]) for e in await terminal_events(rds, job_id)] == [
+        ("finished", output)
+    ]
+    assert await rds.hget(f"hero:job:{job_id}", "finished_at")
+    assert await rds.ttl(f"hero:job:{job_id}") > 0
+    assert await rds.ttl(f"hero:q:reply:{job_id}") > 0
+    assert await rds.zscore(keys.index_status("finished"), job_id) is not None
+
+
+@pytest.mark.parametrize("outside_first", [True, False], ids=["outside-first", "ours-first"])
+async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
+    compat: Config, rds: aioredis.Redis, actors: Callable[..., Actor], outside_first: bool
+) -> None:
+    """A legacy actor pops its copy, one of ours claims the canonical copy, both
+    run it (outside actors do not compare-and-set). The first end reaches the
+    waiter at once, as the job's one terminal event; the later one is dropped."""
+    release = asyncio.Event()
+    ours = Actor(compat)
+
+    @ours.handler("python")
+    async def run(ctx: JobContext) -> str:
+        await release.wait()
+        return "ours"
+
+    actors(ours)
+    sup = await Supervisor.connect(compat)
+    client = aioredis.Redis.from_url(compat.redis, decode_responses=True)
+
+    async def outside() -> None:
+        """Pops first, waits until ours runs (or ended) the job, then ends it."""
+        _, job_id = await client.blpop(["hero:job:actor_queue:python"])
+        key = f"hero:job:{job_id}"
+
+        async def turn() -> bool:
+            status = await client.hget(key, "status")
+            return status == ("started" if outside_first else "finished")
+
+        await eventually(turn)
+        await client.hset(key, "status", "started")
+        await client.hset(key, mapping={"status": "finished", "output": "legacy"})
+        await client.lpush(f"hero:q:reply:{job_id}", "legacy")
+
+    try:
+        await eventually(lambda: _present(sup))
+        legacy = asyncio.create_task(outside())
+        await blocked_in_blpop(rds)
+        waiter = asyncio.create_task(sup.run(job("twice", job_id="t1"), wait=10))
+        if outside_first:
+            await legacy
+            result = await asyncio.wait_for(waiter, 3)  # while ours still runs it
+            release.set()
+        else:
+            release.set()
+            result = await waiter
+            await legacy
+        first = "legacy" if outside_first else "ours"
+        assert (result["status"], result["output"]) == ("finished", first)
+
+        async def ours_done() -> bool:
+            return await rds.llen(keys.held("python", "default", ours.instance)) == 0
+
+        await eventually(ours_done)
+        await asyncio.sleep(0.2)  # ours reported its late result: nothing may follow
+        await assert_ended_once(rds, "t1", first)
+        assert await rds.hget("hero:job:t1", "output") == "legacy"  # the last write, no CAS
+    finally:
+        release.set()
+        await client.aclose()
+        await sup.close()
+
+
+async def _present(sup: Supervisor) -> bool:
+    return len(await sup.actors("python")) == 1
+
+
+@pytest.mark.parametrize(
+    ("legacy", "popped"),
+    [((), "hero:q:work:type:osis"), ((("osis", ("work_queue",)),), "hero:work_queue:osis")],
+    ids=["canonical", "legacy-copy"],
+)
+async def test_an_outside_actors_end_is_retained_and_its_copies_go(
+    quick: Config, rds: aioredis.Redis, legacy: tuple[tuple[str, tuple[str, ...]], ...], popped: str
+) -> None:
+    """An outside actor ends a job of ours in the hash and its reply queue: the
+    waiter's sweep records that end once, with our retention, and the copies
+    the actor did not pop leave the queues (queue.stats shows nothing waiting)."""
+    config = replace(quick, compat_legacy=bool(legacy), legacy_queues=legacy)
+    sup = await Supervisor.connect(config)
+    client = aioredis.Redis.from_url(config.redis, decode_responses=True)
+
+    async def outside() -> None:
+        _, job_id = await client.blpop([popped])
+        await client.hset(f"hero:job:{job_id}", "status", "started")
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.hset(f"hero:job:{job_id}", mapping={"status": "finished", "output": "osis"})
+            pipe.lpush(f"hero:q:reply:{job_id}", "osis")
+            await pipe.execute()
+
+    try:
+        actor = asyncio.create_task(outside())
+        result = await sup.run(job("x", script_type="osis", job_id="o1"), wait=10)
+        await actor
+        assert (result["status"], result["output"]) == ("finished", "osis")
+        await assert_ended_once(rds, "o1", "osis")
+        assert [await rds.llen(q) for q in ("hero:q:work:type:osis", popped)] == [0, 0]
+        assert [q["depth"] for q in await sup.queue_stats("osis")] == [0]
+        await sup.reconcile("o1")  # a second look records nothing more
+        assert len(await terminal_events(rds, "o1")) == 1
+    finally:
+        await client.aclose()
+        await sup.close()
+
+
+async def test_a_claim_that_meets_an_outside_end_records_it(
+    compat: Config, rds: aioredis.Redis, echo: Any
+) -> None:
+    """Nobody waits: a legacy actor ends a job from its copy, and our actor that
+    later pops the canonical copy records that end instead of running it."""
+    sup = await Supervisor.connect(compat)
+    try:
+        await sup.create(job("late", job_id="m1"))
+        await sup.start("m1")
+        assert await rds.lpop("hero:job:actor_queue:python") == "m1"
+        await rds.hset("hero:job:m1", mapping={"status": "finished", "output": "legacy"})
+        await rds.lpush("hero:q:reply:m1", "legacy")
+        echo(compat)
+        await eventually(lambda: _no_copy_left(rds))
+        await assert_ended_once(rds, "m1", "legacy")
+    finally:
+        await sup.close()
+
+
+async def _no_copy_left(rds: aioredis.Redis) -> bool:
+    return await rds.llen(TYPE_Q) == 0 and await rds.zcard(keys.index_status("dispatched")) == 0
+
+
+async def test_an_outside_write_after_the_end_is_no_transition(
+    compat: Config, rds: aioredis.Redis
+) -> None:
+    """A legacy actor ignores the stop of a job it popped and writes its end
+    (or a producer re-HSETs an ended job): the job stays ended as recorded."""
+    sup = await Supervisor.connect(compat)
+    try:
+        await sup.create(job("stop me", job_id="s1"))
+        await sup.start("s1")
+        assert await rds.lpop("hero:job:actor_queue:python") == "s1"
+        await sup.stop("s1")
+        for late in ("finished", "dispatched"):
+            await rds.hset("hero:job:s1", "status", late)
+            await sup.reconcile("s1")
+        assert [e["event"] for e in await events_of(rds, "s1")][-1] == "stopped"
+        assert [e["status"] for e in await terminal_events(rds, "s1")] == ["stopped"]
+        for status in ("finished", "dispatched"):
+            assert await rds.zscore(keys.index_status(status), "s1") is None
+    finally:
+        await sup.close()
+
+
+async def test_a_reply_pushed_after_the_recorded_end_goes_with_its_job(
+    quick: Config, rds: aioredis.Redis
+) -> None:
+    """An outside actor writes its end, the sweep records it, and only then does
+    the actor push its reply (two commands, no transaction): the reply has no
+    TTL of its own, so it is deleted when its job's retention ends."""
+    sup = await Supervisor.connect(replace(quick, job_ttl=1))
+    try:
+        await sup.create(job("x", script_type="osis", job_id="r1"))
+        await sup.start("r1")
+        await rds.hset("hero:job:r1", mapping={"status": "finished", "output": "osis"})
+        await sup.reconcile("r1")
+        await rds.lpush("hero:q:reply:r1", "osis")
+        assert await rds.ttl("hero:q:reply:r1") == -1
+
+        async def gone() -> bool:
+            return not await rds.exists("hero:job:r1", "hero:q:reply:r1")
+
+        await eventually(gone, within=10)
+    finally:
+        await sup.close()

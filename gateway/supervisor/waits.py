@@ -13,7 +13,9 @@ by whichever signal comes first:
 
 The last two are found by one batched sweep (a single pipeline for all
 outstanding waits) that backs off per job, and skips jobs our actors have
-claimed, whose end the events stream will announce anyway.
+claimed, whose end the events stream will announce anyway. Not in compat
+mode: there a legacy actor may have popped a copy of the job and end it
+while ours still runs it, and that first end is the job's.
 """
 
 from __future__ import annotations
@@ -152,8 +154,8 @@ class WaitHub:
             elif status in TERMINAL:
                 self._ended.add(event["job_id"])
                 self._wake_fetcher.set()
-            elif status == "started" and event.get("actor"):
-                wait.ours = True
+            elif status == "started" and event.get("actor") and not self._compat:
+                wait.ours = True  # in compat mode a legacy actor may end it first
 
     async def _fetcher(self) -> None:
         while not self._stopping:

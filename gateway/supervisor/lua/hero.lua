@@ -317,6 +317,35 @@ local function on_terminal(ctx, id, status, dependents)
   end
 end
 
+-- A status that an actor we did not write put straight into the hash, recorded
+-- once: the status index and its event; for an end also finished_at, the
+-- retention of our own ends, the job's dependents, and its copies still in its
+-- queue and legacy queues go (queue.stats counts waiting jobs only). Outside
+-- actors do not compare-and-set, so such an end may land while one of ours
+-- still runs the job: the first recorded end is the job's (see finish), and
+-- a later write into the hash of an ended job is no transition.
+-- False when the hash's status is recorded already, or the job had ended.
+local function record_outside(ctx, id, st)
+  if redis.call('ZSCORE', IDX_STATUS .. st, id) then return false end
+  for ended in pairs(TERMINAL) do
+    if redis.call('ZSCORE', IDX_STATUS .. ended, id) then return false end
+  end
+  for _, old in ipairs({'dispatched', 'started', 'created', 'waiting', 'retrying'}) do
+    if redis.call('ZREM', IDX_STATUS .. old, id) == 1 then break end
+  end
+  redis.call('ZADD', IDX_STATUS .. st, ctx.ms, id)
+  local f = redis.call('HMGET', JOB .. id, 'error', 'finished_at', 'queue', 'mode', 'legacy')
+  if TERMINAL[st] then
+    if (f[2] or '') == '' then redis.call('HSET', JOB .. id, 'finished_at', ctx.iso) end
+    if f[3] and f[4] ~= 'stream' then redis.call('LREM', f[3], 0, id) end
+    for _, q in ipairs(legacy_copies(f[5])) do redis.call('LREM', q, 0, id) end
+    retain(ctx, id, st)
+  end
+  emit(ctx, id, st, f[1])
+  if TERMINAL[st] then on_terminal(ctx, id, st) end
+  return true
+end
+
 -- The job ends for good as `final`: a dead letter (with `reason`) when
 -- final is 'dlq'; its reply is pushed and its dependents are told.
 local function give_up(ctx, id, old, final, err, fields, reason)
@@ -585,9 +614,9 @@ end
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
 local function claim_one(ctx, held, who, q, id, grace_ms)
   if redis.call('ZSCORE', IDX_ALL, id) then
-    if redis.call('HGET', JOB .. id, 'status') == 'dispatched' then
-      return take(ctx, id, 'dispatched', who)
-    end
+    local st = redis.call('HGET', JOB .. id, 'status')
+    if st == 'dispatched' then return take(ctx, id, 'dispatched', who) end
+    if TERMINAL[st or ''] then record_outside(ctx, id, st) end  -- an outside actor ended it
   else
     local f = redis.call('HMGET', JOB .. id, 'status', 'script')
     if f[2] and outside_waiting(f[1]) then
@@ -727,7 +756,12 @@ local function finish(ctx, held, who, r)
   local status = table.remove(f, 1)
   local dependents = table.remove(f, 1)
   ctx.seen[id] = f
-  if status ~= 'started' or f[4] ~= who.actor then return 0 end
+  if status ~= 'started' or f[4] ~= who.actor then
+    -- an outside actor that popped a legacy copy ended it first: that end is
+    -- the job's, this run's result is dropped (but the end is recorded once)
+    if TERMINAL[status or ''] then record_outside(ctx, id, status) end
+    return 0
+  end
   if r.status == 'error' or r.status == 'timeout' then
     fail_attempt(ctx, id, 'started', r.status, r.error, {'output', r.output, 'log_path', r.log_path})
     return 1
@@ -1004,6 +1038,9 @@ local function hero_prune(_, args)
       redis.call('ZREM', IDX_STATUS .. t.status, t.id)
       redis.call('ZREM', IDX_TYPE .. t.script_type, t.id)
       if t.caller_id ~= '' then redis.call('ZREM', IDX_CALLER .. t.caller_id, t.id) end
+      -- an outside actor may push its reply after we recorded its end (and
+      -- set the reply's TTL on nothing): the reply goes with its job
+      redis.call('DEL', REPLY .. t.id)
     end
     redis.call('ZREM', EXPIRING, raw)
   end
@@ -1016,20 +1053,14 @@ local function hero_promote(_, args)
   return promote(ctx, 1000) + settle(ctx, 1000)
 end
 
--- A status written straight into the hash by an actor we did not write:
--- move the index, emit the event, release dependents. ARGV: head, job_id
+-- A status written straight into the hash by an actor we did not write (the
+-- wait sweep finds it): recorded as record_outside says. ARGV: head, job_id
 local function hero_reconcile(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local st = redis.call('HGET', JOB .. id, 'status')
-  if not st or redis.call('ZSCORE', IDX_STATUS .. st, id) then return 0 end
-  for _, old in ipairs({'dispatched', 'started', 'created', 'waiting', 'retrying'}) do
-    if redis.call('ZREM', IDX_STATUS .. old, id) == 1 then break end
-  end
-  redis.call('ZADD', IDX_STATUS .. st, ctx.ms, id)
-  emit(ctx, id, st, redis.call('HGET', JOB .. id, 'error'))
-  if TERMINAL[st] then on_terminal(ctx, id, st) end
-  return 1
+  if not st then return 0 end
+  return record_outside(ctx, id, st) and 1 or 0
 end
 
 -- Put dead-lettered jobs back in their queue with fresh attempts, from the
