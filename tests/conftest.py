@@ -7,8 +7,11 @@ database (FLUSHALL), so tests stay independent while sharing one server.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,10 @@ def python_exe() -> str:
     return sys.executable
 
 
+# The tests' own state folder: a `make run` going on beside the suite records
+# its Redis in the user's, and no test may find (or write) it there.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="hero-test-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
