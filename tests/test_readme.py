@@ -130,7 +130,7 @@ def _command(example: Example, folder: Path, body: str) -> list[str]:
     return [sys.executable, script.name]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # `pipeline run` starts Spark: about a minute, more on a busy machine
 @pytest.mark.parametrize("example", runnable(), ids=str)
 def test_readme_example(example: Example, stack: DevStack, checkout: Path) -> None:
     body = example.body
@@ -157,7 +157,7 @@ def test_readme_example(example: Example, stack: DevStack, checkout: Path) -> No
                     assert proc.poll() is None and time.monotonic() < deadline, output.read_text()
                     time.sleep(0.1)
                 proc.send_signal(signal.SIGINT)  # Ctrl-C
-            code = proc.wait(240)
+            code = proc.wait(540)
         finally:
             if proc.poll() is None:
                 proc.kill()
