@@ -59,6 +59,7 @@ def limits(config: Config) -> Limits:
         max_inflight=config.max_inflight,
         require_keys=not config.insecure and not is_loopback(config.host),
         check_results=config.check_results,
+        script_types=config.script_types,
     )
 
 

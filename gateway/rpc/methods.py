@@ -75,6 +75,7 @@ class _Handlers:
     def __init__(self, backends: Backends) -> None:
         self._sup = backends.supervisor
         self._keys = backends.keys
+        self._script_types = backends.script_types
 
     def _who(self, ctx: CallContext) -> Identity:
         return access.identity(ctx, auth_required=self._keys is not None)
@@ -202,7 +203,7 @@ class _Handlers:
         return self._who(ctx).as_dict()
 
     async def rpc_discover(self, params: Params, ctx: CallContext) -> JsonObject:
-        return contract.document()
+        return contract.served(self._script_types)
 
 
 def _subscriptions(ctx: CallContext) -> Subscriptions:
