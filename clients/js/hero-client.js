@@ -1187,7 +1187,7 @@ export class HeroClient extends Connection {
    * @param {{ subscription: string }} params
    * @param {CallOptions} [options]
    * @returns {Promise<Unsubscribed>}
-   * @throws {Unauthenticated | Overloaded | BackendUnavailable}
+   * @throws {Unauthenticated | Overloaded | BackendUnavailable | InvalidState}
    */
   jobUnsubscribe(params, options = {}) {
     return this.call("job.unsubscribe", params, options);
@@ -1273,7 +1273,7 @@ export class HeroClient extends Connection {
    * @param {Record<string, never>=} [params]
    * @param {CallOptions} [options]
    * @returns {Promise<Identity>}
-   * @throws {Unauthenticated}
+   * @throws {Unauthenticated | Overloaded}
    */
   authWhoami(params = {}, options = {}) {
     return this.call("auth.whoami", params, options);
@@ -1284,6 +1284,7 @@ export class HeroClient extends Connection {
    * @param {Record<string, never>=} [params]
    * @param {CallOptions} [options]
    * @returns {Promise<OpenRPCDocument>}
+   * @throws {Overloaded}
    */
   rpcDiscover(params = {}, options = {}) {
     return this.call("rpc.discover", params, options);
