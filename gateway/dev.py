@@ -10,7 +10,8 @@ It records the Redis URL in the state dir (gateway/paths.py), so commands in
 a second terminal find it without flags. Ctrl-C (or SIGTERM) stops the
 children in reverse order, then Redis, and waits for each. The children run
 in their own process groups, so the terminal's Ctrl-C reaches only ``dev``
-and Redis is never gone before the clients that use it. A child that fails
+and Redis is never gone before the clients that use it; the kernel stops them
+if ``dev`` itself is killed. A child that fails
 makes ``dev`` exit 1 naming it, its error and the setting that fixes it.
 """
 
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gateway.config import SETTINGS, add_arguments, resolve
-from gateway.embedded_redis import EmbeddedRedis, bind_error
+from gateway.embedded_redis import EmbeddedRedis, bind_error, dies_with_parent
 from gateway.paths import clear_dev_record, state_dir, write_dev_record
 
 DEV_REDIS_PORT = 6390
@@ -55,7 +56,8 @@ class Child:
     proc: subprocess.Popen[bytes]
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
 
-    def __post_init__(self) -> None:
+    def forward(self) -> None:
+        """Pass its stderr through, in a thread (started once every child is)."""
         assert self.proc.stderr is not None
         threading.Thread(target=self._forward, args=(self.proc.stderr,), daemon=True).start()
 
@@ -84,6 +86,7 @@ def _child(name: str, hint: str, *argv: str, env: dict[str, str]) -> Child:
         env=env,
         stderr=subprocess.PIPE,
         process_group=0,
+        preexec_fn=dies_with_parent(),
     )
     return Child(name, hint, proc)
 
@@ -124,7 +127,7 @@ def _second_terminal() -> str:
 
 def _start_redis(port: int) -> EmbeddedRedis:
     try:
-        return EmbeddedRedis(state_dir() / f"redis-{port}", port=port).start()
+        return EmbeddedRedis(state_dir() / f"redis-{port}", port=port, tied_to_parent=True).start()
     except RuntimeError as exc:
         raise ChildFailed("redis-server", str(exc), REDIS_HINT) from None
 
@@ -139,8 +142,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: terminal closed
+        signal.signal(signum, on_signal)
     try:
         if args.with_gateway and (error := bind_error(config.host, config.port)) is not None:
             raise ChildFailed(
@@ -163,6 +166,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 flush=True,
             )
         children.append(_child("actor", ACTOR_HINT, "actor", "--script-type", "python", env=env))
+        for child in children:  # only now: no thread may run while children are forked
+            child.forward()
         print("actor     python (1 instance)", flush=True)
         print(f"another terminal: {_second_terminal()}", flush=True)
         print(f"          its commands use this Redis without flags ({record})", flush=True)

@@ -6,10 +6,14 @@ given) and by the test session, which must never touch a shared 6379.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +39,22 @@ def bind_error(host: str, port: int) -> OSError | None:
     return None
 
 
+def dies_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGTERM the child when its parent dies
+    (Linux's PR_SET_PDEATHSIG), so a ``dev`` that is killed outright leaves no
+    children behind. Only safe while the parent runs no other thread: ``dev``
+    starts all its children before its first thread."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1
+
+    def set_pdeathsig() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return set_pdeathsig
+
+
 @dataclass
 class EmbeddedRedis:
     """A redis-server child process bound to loopback, with AOF on by default.
@@ -49,6 +69,8 @@ class EmbeddedRedis:
     port: int = 0
     appendonly: bool = True
     process: subprocess.Popen[bytes] | None = None
+    #: Stop with the parent process even when it is killed (``dev``; see dies_with_parent).
+    tied_to_parent: bool = False
 
     @property
     def url(self) -> str:
@@ -86,6 +108,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=dies_with_parent() if self.tied_to_parent else None,
         )
         self._wait_ready(timeout)
         return self

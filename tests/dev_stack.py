@@ -73,7 +73,7 @@ class DevStack:
             time.sleep(0.3)
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -99,7 +99,7 @@ def start_dev(home: Path, *args: str, cwd: Path | None = None) -> DevStack:
 
 def stop_dev(stack: DevStack) -> tuple[int, str]:
     """Ctrl-C as a terminal sends it (to the foreground group); returns (code, stdout)."""
-    children = _children(stack.proc.pid)
+    children = children_of(stack.proc.pid)
     try:
         os.killpg(stack.proc.pid, signal.SIGINT)
         out, _ = stack.proc.communicate(timeout=30)

@@ -4,6 +4,8 @@ its Redis with no flags and no HERO_REDIS_URL; dev runs only on a Redis it start
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -13,7 +15,15 @@ import redis
 
 from gateway.embedded_redis import free_port
 from gateway.supervisor import keys
-from tests.dev_stack import HERO, DevStack, running_dev, start_dev, stop_dev, user_env
+from tests.dev_stack import (
+    HERO,
+    DevStack,
+    children_of,
+    running_dev,
+    start_dev,
+    stop_dev,
+    user_env,
+)
 from tests.server_support import http_get
 
 SDK_ACTOR = """
@@ -169,3 +179,22 @@ def test_dev_fails_when_a_child_fails(tmp_path: Path) -> None:
     assert stack.proc.returncode == 1
     said = stack.stderr.read_text()
     assert "dev: the actor: exited with code 1: " in said and "not-a-folder" in said
+
+
+def test_a_killed_dev_takes_its_children_along(tmp_path: Path) -> None:
+    """SIGKILL leaves dev no chance to stop them: the kernel does (parent-death signal)."""
+    stack = start_dev(tmp_path)
+    try:
+        stack.wait_ready()
+        children = children_of(stack.proc.pid)
+        assert len(children) == 3  # redis-server, gateway, actor
+    finally:
+        stack.proc.kill()
+        stack.proc.wait()
+    deadline = time.monotonic() + 30
+    while alive := [pid for pid in children if Path(f"/proc/{pid}").exists()]:
+        if time.monotonic() > deadline:
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"outlived a killed dev: {alive}")
+        time.sleep(0.1)
