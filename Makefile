@@ -1,28 +1,41 @@
 # hero-gateway — `make run` starts the service, `make test` runs the suite.
-# Both install what they need first (venv, packages, redis-server, Java).
+# Both install what they need first: `make run` only what running needs
+# (venv with the `run` extra, redis-server, Java); `make test` adds the test
+# toolchain (the `test` extra, Node, npm, Chromium).
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup system-deps run test lint bench clean
+.PHONY: setup test-setup system-deps test-system-deps run test lint bench clean
 
 setup: system-deps $(STAMP)
 
-# System packages, only when missing: redis-server (the embedded default and
-# the tests), Java (PySpark), python3-venv (Debian splits it out), Node and npm
-# (the JS client and OpenRPC ecosystem tests), Chromium (the browser test,
-# driven by Playwright; Playwright's own browser downloads are never used),
-# bubblewrap (the sandbox every python job runs in).
+test-setup: setup test-system-deps $(TEST_STAMP)
+
+# System packages running needs, only when missing: redis-server (the
+# embedded default of `dev`), bubblewrap (the sandbox every python job runs
+# in), Java (PySpark), python3-venv (Debian splits it out).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(APT) update -qq && $(APT) install -y -qq $$missing; \
+	fi
+
+# What only the tests need: Node and npm (the JS client and OpenRPC ecosystem
+# tests), Chromium (the browser test, driven by Playwright; Playwright's own
+# browser downloads are never used).
+test-system-deps:
+	@missing=""; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
@@ -34,20 +47,24 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[run]'
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(TEST_STAMP)
 
 run: setup
 	$(VENV)/bin/hero-gateway dev
 
-test: setup
+test: test-setup
 	$(PY) -m pytest
 
-lint: setup
+lint: test-setup
 	$(VENV)/bin/ruff check gateway tests bench scripts
 	$(VENV)/bin/mypy
 
-bench: setup
+bench: test-setup
 	$(PY) bench/run.py
 
 clean:

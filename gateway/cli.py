@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -34,9 +35,14 @@ def _ident(text: str) -> str:
 
 
 def _load_handler(spec: str) -> Callable[..., object]:
+    """Import ``module:function`` with the current folder first on the path, as
+    ``uvicorn app:app`` does: the ``hero-gateway`` script's own path starts at
+    its bin folder, so ``mymodule.py`` beside the user would not be found."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise SystemExit(f"--handler {spec!r}: expected module:function")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -115,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    config = resolve(args)
+    config = resolve(args, dev_redis=False)  # only the log settings; the command resolves Redis
     logs.setup(config.log_level, config.log_format)
     func: Command = args.func
     try:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+
+from gateway.paths import read_dev_record
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_SCRIPT_TYPES = ("osis", "sal", "v", "python")
@@ -88,7 +91,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--redis-url",
         str,
         None,
-        f"Redis URL. Default {DEFAULT_REDIS_URL}; `dev` starts its own redis-server when unset.",
+        f"Redis URL. `dev` starts its own redis-server when unset; other commands then use the "
+        f"Redis of a running `dev` (recorded in its state folder), else {DEFAULT_REDIS_URL}.",
         _ALL,
     ),
     Setting(
@@ -538,8 +542,16 @@ def _show(value: Any) -> str:
 def resolve(
     args: argparse.Namespace | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    dev_redis: bool = True,
 ) -> Config:
-    """Build a ``Config`` from flags, then ``HERO_*`` variables, then defaults."""
+    """Build a ``Config`` from flags, then ``HERO_*`` variables, then defaults.
+
+    The Redis URL has one more step before its default: the Redis of a running
+    ``hero-gateway dev`` (see ``_dev_redis_url``). It applies to the process's
+    own environment (``environ`` None) and to commands that talk to Redis,
+    which are the ones with a ``--redis-url`` flag; never to ``dev`` itself.
+    """
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     known = {f.name for f in fields(Config)}
@@ -554,6 +566,11 @@ def resolve(
                 raise SystemExit(f"{s.env}: {exc}") from None
         elif s.name in known:
             values[s.name] = s.default
+    uses_redis = args is None or (
+        hasattr(args, "redis_url") and getattr(args, "command", None) != "dev"
+    )
+    if dev_redis and environ is None and uses_redis and values.get("redis_url") is None:
+        values["redis_url"] = _dev_redis_url()
     config = Config(**values)
     for variable, named in (
         ("HERO_STREAM_TYPES", config.stream_types),
@@ -566,6 +583,35 @@ def resolve(
                 f"({', '.join(config.script_types)})"
             )
     return config
+
+
+_announced: set[str] = set()
+
+
+def _dev_redis_url() -> str | None:
+    """The URL ``hero-gateway dev`` recorded, said once per process on stderr.
+
+    A record whose dev has exited stops the command: falling back to 6379
+    would load the ``hero`` library into whatever Redis happens to be there.
+    """
+    record = read_dev_record()
+    if record is None:
+        return None
+    if not record.alive:
+        raise SystemExit(
+            f"hero-gateway: the dev Redis recorded in {record.path} ({record.redis_url}) is "
+            f"gone: `hero-gateway dev` (pid {record.pid}) is no longer running. Start it again "
+            f"(make run), set HERO_REDIS_URL or --redis-url, or delete that file to use "
+            f"{DEFAULT_REDIS_URL}."
+        )
+    if record.redis_url not in _announced:
+        _announced.add(record.redis_url)
+        print(
+            f"hero-gateway: using the Redis of `hero-gateway dev`, {record.redis_url} "
+            f"(HERO_REDIS_URL or --redis-url choose another)",
+            file=sys.stderr,
+        )
+    return record.redis_url
 
 
 def markdown_table() -> str:

@@ -35,6 +35,23 @@ def document() -> dict[str, Any]:
     return doc
 
 
+def served(script_types: Sequence[str]) -> dict[str, Any]:
+    """The document a gateway serves: the committed contract (the base the clients
+    are generated from) with this deployment's script types enumerated where a
+    caller names one (JobSpec's ``script_type`` and every ``script_type`` param),
+    so a client or tool sees the choices instead of learning them from -32602."""
+    doc: dict[str, Any] = json.loads(json.dumps(document()))  # a copy: the base stays
+    if not script_types:
+        return doc
+    enum = list(script_types)
+    spec = doc["components"]["schemas"]["JobSpec"]["properties"]
+    spec["script_type"] = {**spec["script_type"], "enum": enum}
+    for descriptor in doc["components"]["contentDescriptors"].values():
+        if descriptor["name"] == "script_type":
+            descriptor["schema"] = {**descriptor["schema"], "enum": enum}
+    return doc
+
+
 @cache
 def _registry() -> Registry[Any]:
     resource: Resource[Any] = Resource.from_contents(document(), default_specification=DRAFT202012)

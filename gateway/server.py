@@ -65,6 +65,7 @@ def limits(config: Config) -> Limits:
         max_connections=config.max_connections,
         require_keys=not config.insecure and not is_loopback(config.host),
         check_results=config.check_results,
+        script_types=config.script_types,
     )
 
 

@@ -11,8 +11,10 @@ and at the end the suite fails if any process still refers to that folder.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -111,6 +113,10 @@ def python_exe() -> str:
     return sys.executable
 
 
+# The tests' own state folder: a `make run` going on beside the suite records
+# its Redis in the user's, and no test may find (or write) it there.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="hero-test-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 

@@ -105,7 +105,7 @@ async def python_actor(actors: Callable[..., Actor]) -> Actor:
 def node_or_skip() -> str:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (make system-deps installs nodejs): JS checks skipped")
+        pytest.skip("node is not installed (make test-system-deps installs it): JS checks skipped")
     return node
 
 

@@ -166,7 +166,7 @@ def test_python_client_depends_on_websockets_only() -> None:
 def test_js_module_exports_a_method_per_contract_method() -> None:
     node = shutil.which("node")
     if node is None:
-        pytest.skip("node is not installed (make system-deps installs nodejs)")
+        pytest.skip("node is not installed (make test-system-deps installs nodejs)")
     script = """
       const m = await import(process.argv[1]);
       const proto = Object.getOwnPropertyNames(m.HeroClient.prototype);

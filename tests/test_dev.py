@@ -50,7 +50,7 @@ def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.3)
         assert b'"output":"42\\n"' in body.replace(b" ", b"")
-        assert (tmp_path / "hero-gateway" / "redis" / "appendonlydir").exists()  # AOF on
+        assert (tmp_path / "hero-gateway" / f"redis-{redis_port}" / "appendonlydir").exists()
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from gateway.paths import state_dir
 from gateway.pipeline.cli import add_commands
 from gateway.pipeline.store import read_events
 from gateway.supervisor import keys
@@ -33,7 +34,8 @@ def test_commands_register_with_funcs() -> None:
     assert archive.redis_url == "redis://h:1/0" and archive.batch == 10_000
     run = p.parse_args(["pipeline", "run", "--master", "spark://h:7077", "--slo-wait", "5"])
     assert callable(run.func) and run.master == "spark://h:7077" and run.slo_wait == 5.0
-    assert run.events == "events" and run.bucket == 3600 and run.redis_url is None
+    assert run.events == str(state_dir() / "events") and run.out.startswith(str(state_dir()))
+    assert run.bucket == 3600 and run.redis_url is None
     syn = p.parse_args(
         ["pipeline", "synth", "--jobs", "10", "--distribution", "const", "--script-types", "a,b"]
     )

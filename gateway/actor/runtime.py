@@ -26,7 +26,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from gateway import eventloop
+from gateway import eventloop, logs
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
@@ -77,6 +77,8 @@ class Actor:
             link.poke()
 
     def run(self) -> None:
+        if not logging.getLogger().handlers:  # an SDK script's actor still says it is ready
+            logs.setup(self.config.log_level, self.config.log_format)
         eventloop.run(self._run_until_signal(), self.config.event_loop)
 
     async def _run_until_signal(self) -> None:

@@ -445,19 +445,35 @@ def emit_readme(c: Contract) -> str:
 One ES module, no dependencies, no build step: works in browsers and in Node 18+
 (contract v{c.version}). The gateway serves it at `/client/hero-client.js`.
 
-```js
-import {{ HeroClient }} from "./hero-client.js";
-// Node 22 and browsers have a global WebSocket; on Node 18/20 pass one:
-//   import {{ WebSocket }} from "ws";  new HeroClient(url, {{ WebSocket }})
-const hero = new HeroClient("ws://127.0.0.1:8080/ws", {{ key: "<API key>" }});
+In a Node project, from the checkout (Node 22 has a WebSocket of its own; on
+Node 18 and 20 also install `ws`):
 
+```sh
+npm install ./clients/js
+npm install ws    # Node < 22 only
+```
+
+```js
+// example.mjs
+import {{ HeroClient }} from "hero-client";
+
+// Node 22 and browsers have a global WebSocket; on Node 18/20 take the `ws` package's.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).WebSocket;
+// `hero-gateway dev` has no API keys; once a gateway has some, add {{ key: "..." }}
+const hero = new HeroClient("ws://127.0.0.1:8080/ws", {{ WebSocket }});
+
+const events = await hero.subscribe({{ script_type: "python" }});
 const job = {{ script: "print('hello')", script_type: "python" }};
 const result = await hero.run(job, {{ wait: 60 }});
 console.log(result.status, result.output);
-
-const events = await hero.subscribe({{ script_type: "python" }});
-for await (const event of events) console.log(event.job_id, event.status);
+for await (const event of events) {{
+  console.log(event.job_id, event.status);
+  if (event.status === "finished") break;
+}}
+await hero.close();
 ```
+
+In a browser, import it from the gateway: `import {{ HeroClient }} from "/client/hero-client.js";`.
 
 - **Params by name**, as in the contract: `hero.jobGet({{ job_id }})`,
   `hero.jobList({{ status: "started" }})`.

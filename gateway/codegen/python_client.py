@@ -633,7 +633,9 @@ def emit_readme(c: Contract) -> str:
 <!-- {HEADER} -->
 
 Typed asyncio client for hero-gateway (contract v{c.version}). One dependency: `websockets`.
+From the checkout:
 
+<!-- example: skip (tests/test_client_python.py installs it into a fresh venv) -->
 ```sh
 pip install ./clients/python
 ```
@@ -650,13 +652,25 @@ print(result["output"])
 Inside async code:
 
 ```python
+import asyncio
+
 from hero_client import HeroClient
 
-async with HeroClient("ws://127.0.0.1:8080/ws", key="<API key>") as hero:
-    result = await hero.run("print('hello')", "python", wait=60)
-    async with hero.subscribe(script_type="python") as events:
-        async for event in events:
-            print(event["job_id"], event["status"])
+
+async def main() -> None:
+    # `hero-gateway dev` has no API keys; once a gateway has some, pass key="..."
+    async with HeroClient("ws://127.0.0.1:8080/ws") as hero:
+        result = await hero.run("print('hello')", "python", wait=60)
+        print(result["status"], result["output"])
+        async with hero.subscribe(script_type="python") as events:
+            await hero.run("print('again')", "python", wait=60)
+            async for event in events:
+                print(event["job_id"], event["status"])
+                if event["status"] == "finished":
+                    break
+
+
+asyncio.run(main())
 ```
 
 - **Reconnects** by itself (exponential backoff). Subscriptions resume with `since` = the last

@@ -27,12 +27,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gateway import config, logs
 from gateway.errors import BackendUnavailable, HeroError, InvalidParams
+from gateway.paths import state_dir
 from gateway.pipeline.model import DEFAULT_ACCURACY, NoEvents, PipelineParams
 from gateway.pipeline.timeparse import TIME_HELP, parse_time
 from gateway.supervisor import keys
 
-DEFAULT_EVENTS_DIR = "events"
-DEFAULT_REPORT_DIR = "pipeline-out"
+
+def _default_dir(name: str) -> str:
+    """Under the state folder, like every other file a documented command writes
+    without --out, so nothing lands in whatever folder the command was run from."""
+    return str(state_dir() / name)
+
 
 log = logging.getLogger("gateway.pipeline.cli")
 err = Console(stderr=True, soft_wrap=True)
@@ -396,7 +401,7 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     archive.add_argument(
         "--out",
-        default=DEFAULT_EVENTS_DIR,
+        default=_default_dir("events"),
         metavar="DIR",
         help="archive folder (default: %(default)s)",
     )
@@ -461,13 +466,13 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     run.add_argument(
         "--events",
-        default=DEFAULT_EVENTS_DIR,
+        default=_default_dir("events"),
         metavar="DIR",
         help="archive folder (or any Spark-readable URL) (default: %(default)s)",
     )
     run.add_argument(
         "--out",
-        default=DEFAULT_REPORT_DIR,
+        default=_default_dir("pipeline-out"),
         metavar="DIR",
         help="where the tables and report.json go (default: %(default)s)",
     )
@@ -550,7 +555,7 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     syn.add_argument(
         "--out",
-        default=DEFAULT_EVENTS_DIR,
+        default=_default_dir("events"),
         metavar="DIR",
         help="archive folder to write (default: %(default)s; give each run into one "
         "folder its own --start)",
@@ -643,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.pipeline")
     add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
     args = parser.parse_args(argv)
-    cfg = config.resolve(args)
+    cfg = config.resolve(args, dev_redis=False)
     logs.setup(cfg.log_level, cfg.log_format)
     result: int = args.func(args)
     return result

@@ -70,6 +70,8 @@ class Limits:
     require_keys: bool = False
     #: Validate results against the contract (tests).
     check_results: bool = False
+    #: The configured script types, enumerated in the served contract.
+    script_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,7 @@ class Gateway:
                 services.keys,
                 require_keys=self.limits.require_keys,
                 check_results=self.limits.check_results,
+                script_types=self.limits.script_types,
                 observe=services.metrics.observe_call if services.metrics else None,
             )
             await self._auth.keys_required()  # learn whether keys exist before the first client
@@ -216,7 +219,7 @@ class Gateway:
         return Response(text, media_type="application/json")
 
     async def _openrpc(self, request: Request) -> Response:
-        return JSONResponse(contract.document())
+        return JSONResponse(contract.served(self.limits.script_types))
 
     async def _metrics(self, request: Request) -> Response:
         """Prometheus exposition; open like /healthz, so scrapers need no key."""

@@ -196,3 +196,5 @@ class Backends:
 
     supervisor: Supervisor
     keys: KeyVerifier | None = None
+    #: The configured script types, enumerated in the served contract (rpc.discover).
+    script_types: tuple[str, ...] = ()

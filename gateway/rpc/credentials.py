@@ -48,15 +48,18 @@ class Authenticator:
         require_keys: bool = False,
         check_results: bool = False,
         observe: Observer | None = None,
+        script_types: tuple[str, ...] = (),
     ) -> None:
         self._keys = keys
         self._require = require_keys and keys is not None
         self.open = build_dispatcher(
-            Backends(supervisor), check_results=check_results, observe=observe
+            Backends(supervisor, None, script_types), check_results=check_results, observe=observe
         )
         self.checked = (
             build_dispatcher(
-                Backends(supervisor, keys), check_results=check_results, observe=observe
+                Backends(supervisor, keys, script_types),
+                check_results=check_results,
+                observe=observe,
             )
             if keys is not None
             else self.open

@@ -92,6 +92,7 @@ class _Handlers:
         self.access = Access(
             lambda job_id: self._sup.owner(job_id), auth_required=backends.keys is not None
         )
+        self._script_types = backends.script_types
 
     # -- jobs --------------------------------------------------------------------
 
@@ -189,7 +190,7 @@ class _Handlers:
         return self.access.identity(ctx).as_dict()
 
     async def rpc_discover(self, params: Params, ctx: CallContext) -> JsonObject:
-        return contract.document()
+        return contract.served(self._script_types)
 
 
 def _subscriptions(ctx: CallContext) -> Subscriptions:

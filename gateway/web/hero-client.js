@@ -1208,7 +1208,7 @@ export class HeroClient extends Connection {
    * @param {{ subscription: string }} params
    * @param {CallOptions} [options]
    * @returns {Promise<Unsubscribed>}
-   * @throws {Unauthenticated | Overloaded | BackendUnavailable}
+   * @throws {Unauthenticated | Overloaded | BackendUnavailable | InvalidState}
    */
   jobUnsubscribe(params, options = {}) {
     return this.call("job.unsubscribe", params, options);
@@ -1294,7 +1294,7 @@ export class HeroClient extends Connection {
    * @param {Record<string, never>=} [params]
    * @param {CallOptions} [options]
    * @returns {Promise<Identity>}
-   * @throws {Unauthenticated}
+   * @throws {Unauthenticated | Overloaded}
    */
   authWhoami(params = {}, options = {}) {
     return this.call("auth.whoami", params, options);
@@ -1305,6 +1305,7 @@ export class HeroClient extends Connection {
    * @param {Record<string, never>=} [params]
    * @param {CallOptions} [options]
    * @returns {Promise<OpenRPCDocument>}
+   * @throws {Overloaded}
    */
   rpcDiscover(params = {}, options = {}) {
     return this.call("rpc.discover", params, options);

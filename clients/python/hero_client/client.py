@@ -319,7 +319,8 @@ class HeroClient(Connection):
         """End a subscription.
 
         Raises:
-            Unauthenticated, Overloaded, BackendUnavailable (see hero_client.errors).
+            Unauthenticated, Overloaded, BackendUnavailable, InvalidState (see
+            hero_client.errors).
         """
         params: dict[str, Any] = {"subscription": subscription}
         return cast("Unsubscribed", await self.call("job.unsubscribe", params, timeout=timeout))
@@ -432,13 +433,17 @@ class HeroClient(Connection):
         """Who this connection is.
 
         Raises:
-            Unauthenticated (see hero_client.errors).
+            Unauthenticated, Overloaded (see hero_client.errors).
         """
         params: dict[str, Any] = {}
         return cast("Identity", await self.call("auth.whoami", params, timeout=timeout))
 
     async def rpc_discover(self, *, timeout: Timeout = Default.TIMEOUT) -> OpenRPCDocument:
-        """This OpenRPC document."""
+        """This OpenRPC document.
+
+        Raises:
+            Overloaded (see hero_client.errors).
+        """
         params: dict[str, Any] = {}
         return cast("OpenRPCDocument", await self.call("rpc.discover", params, timeout=timeout))
 
