@@ -21,6 +21,7 @@ import pytest
 from gateway import codegen, contract
 from gateway.codegen import js_client
 from gateway.codegen.model import load
+from gateway.web import client_module
 from tests.test_client_harness import NODE_DIR, node_modules, node_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,4 +225,4 @@ def test_js_types_compile_with_typescript(node_modules: Path) -> None:
 
 def test_web_page_gets_the_same_module() -> None:
     files = codegen.generate()
-    assert files[js_client.WEB_COPY] == files["clients/js/hero-client.js"]
+    assert client_module().decode() == files[f"clients/js/{js_client.MODULE}"]

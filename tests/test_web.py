@@ -22,7 +22,7 @@ from gateway.actor import Actor
 from gateway.codegen import js_client
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import KeyStore
-from gateway.web import FILES
+from gateway.web import CLIENT_URL, FILES, JS_MEDIA_TYPE
 from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
 
 __all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
@@ -69,18 +69,17 @@ async def test_page_files_are_served(gateway: RunningGateway) -> None:
 
 
 async def test_page_serves_the_generated_client_and_nothing_else(gateway: RunningGateway) -> None:
-    _, _, served = await fetch(gateway.http_url + "/client/hero-client.js")
+    """The page's client is the committed one, rendered by the gateway from its contract
+    (no copy of it ships in gateway/web)."""
+    status, headers, served = await fetch(gateway.http_url + CLIENT_URL)
+    assert status == 200
+    assert headers["content-type"] == JS_MEDIA_TYPE
+    assert headers["cache-control"] == "no-cache"
     assert served == (ROOT / "clients" / "js" / "hero-client.js").read_bytes()
-    assert served.decode() == js_client.files(js_client_contract())[js_client.WEB_COPY]
+    assert not (ROOT / "gateway" / "web" / js_client.MODULE).exists()
     for private in ("/web/__init__.py", "/web/", "/client/", "/__init__.py"):
         status, _, _ = await fetch(gateway.http_url + private)
         assert status in (404, 405), private
-
-
-def js_client_contract() -> Any:
-    from gateway.codegen.model import load
-
-    return load()
 
 
 # -- in a browser ----------------------------------------------------------------------------

@@ -5,8 +5,9 @@ typedefs for the contract's schemas, the hand-written connection
 (``templates/runtime.js.in``) and ``HeroClient`` with a method per RPC method
 (``job.create`` → ``jobCreate(params, options)``; params by name, as the
 contract has them). ``hero-client.d.ts`` declares the same for TypeScript.
-The gateway's page loads a copy of the module from ``gateway/web`` (package
-data), because an installed gateway has no ``clients/`` folder.
+The gateway's page gets the same module, rendered by the gateway from its
+contract (``gateway.web.client_module``), because an installed gateway has no
+``clients/`` folder.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from gateway.codegen.text import HEADER, sentence, wrap
 
 TEMPLATES = Path(__file__).with_name("templates")
 MODULE = "hero-client.js"
-WEB_COPY = f"gateway/web/{MODULE}"
 
 SUBSCRIBE = "job.subscribe"
 RUN = "job.run"
@@ -491,11 +491,9 @@ Deprecated Hero names exist as `@deprecated` methods (`createJob`, ...).
 
 def files(c: Contract) -> dict[str, str]:
     """Every file of the JS client, by path relative to the repository root."""
-    module = emit_module(c)
     return {
-        f"clients/js/{MODULE}": module,
+        f"clients/js/{MODULE}": emit_module(c),
         "clients/js/hero-client.d.ts": emit_dts(c),
         "clients/js/package.json": emit_package_json(c),
         "clients/js/README.md": emit_readme(c),
-        WEB_COPY: module,
     }
