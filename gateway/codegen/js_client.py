@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from gateway.codegen.model import Contract, Method, is_object, schema_name, types_of, union
-from gateway.codegen.text import HEADER, sentence, wrap
+from gateway.codegen.text import HEADER, runtime, sentence, wrap
 
-TEMPLATES = Path(__file__).with_name("templates")
 MODULE = "hero-client.js"
 
 SUBSCRIBE = "job.subscribe"
@@ -301,7 +299,7 @@ def _client_js(c: Contract) -> list[str]:
 
 
 def emit_module(c: Contract) -> str:
-    runtime = (TEMPLATES / "runtime.js.in").read_text()
+    source = runtime("connection.js")
     head = [
         f"// hero-client: the hero-gateway client for browsers and Node (contract v{c.version}).",
         f"// {HEADER}",
@@ -315,7 +313,7 @@ def emit_module(c: Contract) -> str:
         "// Types: JSDoc here, and hero-client.d.ts beside it.",
         "",
     ]
-    body = head + _errors_js(c) + _typedefs_js(c) + ["", runtime.rstrip("\n")] + _client_js(c)
+    body = head + _errors_js(c) + _typedefs_js(c) + ["", source.rstrip("\n")] + _client_js(c)
     return "\n".join(body) + "\n"
 
 
@@ -373,7 +371,7 @@ def emit_dts(c: Contract) -> str:
             out.append("}")
         else:
             out.append(f"export type {name} = {ts_type(schema)};")
-    out += ["", (TEMPLATES / "runtime.d.ts.in").read_text().rstrip("\n"), ""]
+    out += ["", runtime("connection.d.ts").rstrip("\n"), ""]
     event = _event_type(c)
     out += [
         _rule("the client"),

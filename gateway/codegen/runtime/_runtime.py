@@ -35,7 +35,7 @@ from typing import Any, Generic, Literal, Self, TypeVar, cast
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from .errors import (
+from ._errors import (
     CallTimeout,
     ConnectionLost,
     HeroClientError,

@@ -1,0 +1,11 @@
+"""The hand-written parts of the generated clients, as real modules.
+
+``hero-gateway codegen`` copies these into ``clients/``: ``_errors.py`` and
+``_runtime.py`` into the Python package ``hero_client`` (verbatim: they import
+each other relatively, so they type-check here as they run there), and
+``errors.js`` and ``connection.js`` into ``hero-client.js`` (their ``import``
+lines dropped, since the client is one module). Keeping them here, rather
+than as text templates, is what lets ruff and mypy strict check the Python
+runtime and TypeScript (``checkJs``) check the JS one as they are written.
+Nothing in the gateway imports them.
+"""
