@@ -10,9 +10,12 @@
 // Types: JSDoc here, and hero-client.d.ts beside it.
 
 // --- errors: one root, one class per server code -----------------------------------------
+// (hand-written; copied from gateway/codegen/runtime/errors.js. The generated part below
+// adds one RpcError subclass per server code and enters it in ERRORS.)
 
 /** Root of every error hero-client raises. */
 export class HeroClientError extends Error {
+  /** @param {string} message */
   constructor(message) {
     super(message);
     this.name = new.target.name;
@@ -41,6 +44,25 @@ export class RpcError extends HeroClientError {
     this.code = code ?? /** @type {any} */ (new.target).code ?? 0;
     this.data = data;
   }
+}
+
+/**
+ * The error class for each code the server answers (filled, then frozen, by the
+ * generated classes).
+ * @type {Record<string, typeof RpcError>}
+ */
+export const ERRORS = {};
+
+/**
+ * The error for an error object (RpcError itself for codes not listed).
+ * @param {number} code
+ * @param {string} message
+ * @param {unknown} [data]
+ * @returns {RpcError}
+ */
+export function errorFor(code, message, data = null) {
+  const cls = ERRORS[String(code)];
+  return cls ? new cls(message, data) : new RpcError(message, data, code);
 }
 
 /** -32700: Parse error. */
@@ -103,33 +125,23 @@ export class BackendUnavailable extends RpcError {
   static code = -32007;
 }
 
-/** The error class for each code the server answers. */
-export const ERRORS = Object.freeze({
-  "-32700": ParseError,
-  "-32600": InvalidRequest,
-  "-32601": MethodNotFound,
-  "-32602": InvalidParams,
-  "-32603": InternalError,
-  "-32001": JobNotFound,
-  "-32002": InvalidState,
-  "-32003": WaitTimeout,
-  "-32004": Unauthenticated,
-  "-32005": Forbidden,
-  "-32006": Overloaded,
-  "-32007": BackendUnavailable,
-});
-
-/**
- * The error for an error object (RpcError itself for codes not listed).
- * @param {number} code
- * @param {string} message
- * @param {unknown} [data]
- * @returns {RpcError}
- */
-export function errorFor(code, message, data = null) {
-  const cls = ERRORS[String(code)];
-  return cls ? new cls(message, data) : new RpcError(message, data, code);
-}
+// Every server code's class enters ERRORS, which then no longer changes.
+Object.freeze(
+  Object.assign(ERRORS, {
+    "-32700": ParseError,
+    "-32600": InvalidRequest,
+    "-32601": MethodNotFound,
+    "-32602": InvalidParams,
+    "-32603": InternalError,
+    "-32001": JobNotFound,
+    "-32002": InvalidState,
+    "-32003": WaitTimeout,
+    "-32004": Unauthenticated,
+    "-32005": Forbidden,
+    "-32006": Overloaded,
+    "-32007": BackendUnavailable,
+  }),
+);
 
 // --- types of the contract (JSDoc) -------------------------------------------------------
 
@@ -400,7 +412,7 @@ export function errorFor(code, message, data = null) {
 
 // ---------------------------------------------------------------------------------------
 // The connection under HeroClient (hand-written; copied from
-// gateway/codegen/templates/runtime.js.in). It keeps one WebSocket alive:
+// gateway/codegen/runtime/connection.js). It keeps one WebSocket alive:
 // - answers are matched to calls by id; a call waits for its answer, its timeout,
 //   or the loss of the socket it went out on (ConnectionLost);
 // - when the socket drops it reconnects with exponential backoff and jitter, logs in
@@ -451,16 +463,25 @@ const RESUME_MARGIN_MS = 2000;
  * @property {(error: HeroClientError | null) => void} [onEnd] Called once when the stream ends.
  */
 
+/** @param {number} ms */
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]). */
+/**
+ * An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]).
+ * @param {string} id
+ */
 function streamKey(id) {
   const [ms, seq] = String(id).split("-");
   return [Number(ms) || 0, Number(seq) || 0];
 }
 
+/**
+ * Whether stream id `a` comes after `b`.
+ * @param {string} a
+ * @param {string} b
+ */
 function newerThan(a, b) {
   const [am, as] = streamKey(a);
   const [bm, bs] = streamKey(b);
@@ -479,6 +500,7 @@ export function randomId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** @param {string | ArrayBuffer | ArrayBufferView} data */
 function frameText(data) {
   if (typeof data === "string") return data;
   return new TextDecoder().decode(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
@@ -565,6 +587,11 @@ export class Connection {
     return this._invoke(method, params, options, null);
   }
 
+  /**
+   * @param {Record<string, unknown> | null | undefined} params
+   * @param {CallOptions | null | undefined} options
+   * @returns {number | null}
+   */
   _timeoutFor(params, options) {
     let ms = options && options.timeoutMs !== undefined ? options.timeoutMs : this.timeoutMs;
     const wait = params ? params.wait : undefined;
@@ -572,10 +599,19 @@ export class Connection {
     return ms;
   }
 
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {CallOptions} options
+   * @param {((result: any) => void) | null} onResult
+   * @returns {Promise<any>}
+   */
   async _invoke(method, params, options, onResult) {
     const ms = this._timeoutFor(params, options);
     let timedOut = false;
+    /** @type {ReturnType<typeof setTimeout> | null} */
     let timer = null;
+    /** @type {(() => void) | null} */
     let dropCall = null;
     const expired = new Promise((_, reject) => {
       if (ms === null) return;
@@ -604,8 +640,13 @@ export class Connection {
     this._running = this._run().catch((err) => this._fail(err));
   }
 
+  /**
+   * @param {number | null} ms
+   * @returns {Promise<WebSocket>}
+   */
   _waitReady(ms) {
     return new Promise((resolve, reject) => {
+      /** @type {ReturnType<typeof setTimeout> | null} */
       let timer = null;
       const check = () => {
         if (this._fatal) return reject(this._fatal), true;
@@ -634,6 +675,14 @@ export class Connection {
     for (const waiter of [...this._waiters]) waiter();
   }
 
+  /**
+   * @param {WebSocket} ws
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {((result: any) => void) | null} [onResult]
+   * @param {((drop: () => void) => void) | null} [onCancel]
+   * @returns {Promise<any>}
+   */
   _request(ws, method, params, onResult = null, onCancel = null) {
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
@@ -653,6 +702,10 @@ export class Connection {
     });
   }
 
+  /**
+   * @param {ConnectionStatus} status
+   * @param {unknown} [detail]
+   */
   _setStatus(status, detail) {
     this.status = status;
     if (this._onStatus) {
@@ -718,6 +771,7 @@ export class Connection {
     }
   }
 
+  /** @param {HeroClientError} error */
   _fail(error) {
     this._fatal = error;
     this._failCalls(null, error);
@@ -726,9 +780,13 @@ export class Connection {
     this._setStatus("failed", error);
   }
 
-  /** A socket that opened: resolves [ws, closed], where `closed` resolves when it ends. */
+  /**
+   * A socket that opened: resolves [ws, closed], where `closed` resolves when it ends.
+   * @returns {Promise<[WebSocket, Promise<unknown>]>}
+   */
   _open() {
     return new Promise((resolve, reject) => {
+      /** @type {WebSocket} */
       let ws;
       try {
         ws = new this._WebSocket(this.url);
@@ -737,6 +795,7 @@ export class Connection {
         return;
       }
       let opened = false;
+      /** @type {(event: unknown) => void} */
       let resolveClosed;
       const closed = new Promise((r) => (resolveClosed = r));
       const timer = setTimeout(() => {
@@ -766,6 +825,7 @@ export class Connection {
     });
   }
 
+  /** @param {WebSocket} ws */
   async _resume(ws) {
     if (this._key !== null) await this._request(ws, "auth.login", { key: this._key });
     for (const sub of [...this._subs]) {
@@ -773,6 +833,7 @@ export class Connection {
     }
   }
 
+  /** @param {string | ArrayBuffer | ArrayBufferView} data */
   _onMessage(data) {
     let message;
     try {
@@ -785,6 +846,7 @@ export class Connection {
     }
   }
 
+  /** @param {any} message A JSON-RPC answer or notification. */
   _dispatch(message) {
     if ("method" in message && !("id" in message)) {
       const params = message.params;
@@ -806,6 +868,10 @@ export class Connection {
     call.resolve(message.result);
   }
 
+  /**
+   * @param {WebSocket | null} ws
+   * @param {HeroClientError} error
+   */
   _failCalls(ws, error) {
     for (const [id, call] of [...this._calls]) {
       if (ws === null || call.ws === ws) {
@@ -826,12 +892,17 @@ export class Connection {
     return new EventStream(this, method, { ...params }, options).start();
   }
 
+  /**
+   * @param {EventStream<any>} sub
+   * @param {string} serverId
+   */
   _bind(sub, serverId) {
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
     sub.serverId = serverId;
     this._byServerId.set(serverId, sub);
   }
 
+  /** @param {EventStream<any>} sub */
   _forget(sub) {
     this._subs.delete(sub);
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
@@ -856,10 +927,14 @@ export class EventStream {
     this._method = method;
     this._params = params;
     this._options = options;
+    /** @type {E[]} */
     this._queue = [];
+    /** @type {Array<{resolve: (r: IteratorResult<E>) => void, reject: (e: unknown) => void}>} */
     this._takers = [];
     this._ended = false;
+    /** @type {HeroClientError | null} */
     this._endError = null;
+    /** @type {number | null} */
     this._startMs = null;
     this._maxsize = 10000;
     this._iterating = false;
@@ -873,10 +948,8 @@ export class EventStream {
   async start() {
     const client = this._client;
     client._subs.add(this);
-    const deadline =
-      client._timeoutFor(this._params, this._options) === null
-        ? null
-        : Date.now() + client._timeoutFor(this._params, this._options);
+    const ms = client._timeoutFor(this._params, this._options);
+    const deadline = ms === null ? null : Date.now() + ms;
     for (;;) {
       const left = deadline === null ? null : Math.max(deadline - Date.now(), 1);
       try {
@@ -896,6 +969,7 @@ export class EventStream {
     }
   }
 
+  /** @param {any} result The answer of the subscribe call. */
   _onSubscribed(result) {
     if (result && typeof result.subscription === "string") {
       if (this._startMs === null) this._startMs = Date.now();
@@ -903,6 +977,7 @@ export class EventStream {
     }
   }
 
+  /** @param {WebSocket} ws */
   async _resubscribe(ws) {
     const params = { ...this._params };
     if (this.lastId !== null) params.since = this.lastId;
@@ -919,6 +994,7 @@ export class EventStream {
     }
   }
 
+  /** @param {E & {id?: unknown}} event */
   _push(event) {
     if (this._ended) return;
     if (typeof event.id === "string") {
@@ -942,6 +1018,7 @@ export class EventStream {
     }
   }
 
+  /** @param {HeroClientError | null} error */
   _end(error) {
     if (this._ended) return;
     this._ended = true;
@@ -963,7 +1040,9 @@ export class EventStream {
   /** The next event (async iterator protocol). @returns {Promise<IteratorResult<E>>} */
   next() {
     this._iterating = true;
-    if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
+    if (this._queue.length) {
+      return Promise.resolve({ value: /** @type {E} */ (this._queue.shift()), done: false });
+    }
     if (this._ended) {
       return this._endError
         ? Promise.reject(this._endError)
@@ -1179,6 +1258,7 @@ export class HeroClient extends Connection {
 
   /**
    * Receive job.event notifications for some jobs, or for a script type.
+   *
    * WebSocket only (-32002 over HTTP). Without job_ids and script_type: every event the
    * identity may see. Events arrive as `job.event` notifications (see x-notifications).
    * Subscriptions end with the connection.

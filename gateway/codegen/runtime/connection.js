@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------------------------------
 // The connection under HeroClient (hand-written; copied from
-// gateway/codegen/templates/runtime.js.in). It keeps one WebSocket alive:
+// gateway/codegen/runtime/connection.js). It keeps one WebSocket alive:
 // - answers are matched to calls by id; a call waits for its answer, its timeout,
 //   or the loss of the socket it went out on (ConnectionLost);
 // - when the socket drops it reconnects with exponential backoff and jitter, logs in
@@ -9,6 +9,15 @@
 //   lost and none is delivered twice; calls made meanwhile wait instead of failing;
 // - a key the server refuses (-32004) is fatal: no reconnect can fix it.
 // ---------------------------------------------------------------------------------------
+
+import {
+  CallTimeout,
+  ConnectionLost,
+  HeroClientError,
+  RpcError,
+  SubscriptionLost,
+  errorFor,
+} from "./errors.js";
 
 /** JSON-RPC code of a refused key (the contract's Unauthenticated). */
 const UNAUTHENTICATED = -32004;
@@ -51,16 +60,25 @@ const RESUME_MARGIN_MS = 2000;
  * @property {(error: HeroClientError | null) => void} [onEnd] Called once when the stream ends.
  */
 
+/** @param {number} ms */
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]). */
+/**
+ * An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]).
+ * @param {string} id
+ */
 function streamKey(id) {
   const [ms, seq] = String(id).split("-");
   return [Number(ms) || 0, Number(seq) || 0];
 }
 
+/**
+ * Whether stream id `a` comes after `b`.
+ * @param {string} a
+ * @param {string} b
+ */
 function newerThan(a, b) {
   const [am, as] = streamKey(a);
   const [bm, bs] = streamKey(b);
@@ -79,6 +97,7 @@ export function randomId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** @param {string | ArrayBuffer | ArrayBufferView} data */
 function frameText(data) {
   if (typeof data === "string") return data;
   return new TextDecoder().decode(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
@@ -165,6 +184,11 @@ export class Connection {
     return this._invoke(method, params, options, null);
   }
 
+  /**
+   * @param {Record<string, unknown> | null | undefined} params
+   * @param {CallOptions | null | undefined} options
+   * @returns {number | null}
+   */
   _timeoutFor(params, options) {
     let ms = options && options.timeoutMs !== undefined ? options.timeoutMs : this.timeoutMs;
     const wait = params ? params.wait : undefined;
@@ -172,10 +196,19 @@ export class Connection {
     return ms;
   }
 
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {CallOptions} options
+   * @param {((result: any) => void) | null} onResult
+   * @returns {Promise<any>}
+   */
   async _invoke(method, params, options, onResult) {
     const ms = this._timeoutFor(params, options);
     let timedOut = false;
+    /** @type {ReturnType<typeof setTimeout> | null} */
     let timer = null;
+    /** @type {(() => void) | null} */
     let dropCall = null;
     const expired = new Promise((_, reject) => {
       if (ms === null) return;
@@ -204,8 +237,13 @@ export class Connection {
     this._running = this._run().catch((err) => this._fail(err));
   }
 
+  /**
+   * @param {number | null} ms
+   * @returns {Promise<WebSocket>}
+   */
   _waitReady(ms) {
     return new Promise((resolve, reject) => {
+      /** @type {ReturnType<typeof setTimeout> | null} */
       let timer = null;
       const check = () => {
         if (this._fatal) return reject(this._fatal), true;
@@ -234,6 +272,14 @@ export class Connection {
     for (const waiter of [...this._waiters]) waiter();
   }
 
+  /**
+   * @param {WebSocket} ws
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {((result: any) => void) | null} [onResult]
+   * @param {((drop: () => void) => void) | null} [onCancel]
+   * @returns {Promise<any>}
+   */
   _request(ws, method, params, onResult = null, onCancel = null) {
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
@@ -253,6 +299,10 @@ export class Connection {
     });
   }
 
+  /**
+   * @param {ConnectionStatus} status
+   * @param {unknown} [detail]
+   */
   _setStatus(status, detail) {
     this.status = status;
     if (this._onStatus) {
@@ -318,6 +368,7 @@ export class Connection {
     }
   }
 
+  /** @param {HeroClientError} error */
   _fail(error) {
     this._fatal = error;
     this._failCalls(null, error);
@@ -326,9 +377,13 @@ export class Connection {
     this._setStatus("failed", error);
   }
 
-  /** A socket that opened: resolves [ws, closed], where `closed` resolves when it ends. */
+  /**
+   * A socket that opened: resolves [ws, closed], where `closed` resolves when it ends.
+   * @returns {Promise<[WebSocket, Promise<unknown>]>}
+   */
   _open() {
     return new Promise((resolve, reject) => {
+      /** @type {WebSocket} */
       let ws;
       try {
         ws = new this._WebSocket(this.url);
@@ -337,6 +392,7 @@ export class Connection {
         return;
       }
       let opened = false;
+      /** @type {(event: unknown) => void} */
       let resolveClosed;
       const closed = new Promise((r) => (resolveClosed = r));
       const timer = setTimeout(() => {
@@ -366,6 +422,7 @@ export class Connection {
     });
   }
 
+  /** @param {WebSocket} ws */
   async _resume(ws) {
     if (this._key !== null) await this._request(ws, "auth.login", { key: this._key });
     for (const sub of [...this._subs]) {
@@ -373,6 +430,7 @@ export class Connection {
     }
   }
 
+  /** @param {string | ArrayBuffer | ArrayBufferView} data */
   _onMessage(data) {
     let message;
     try {
@@ -385,6 +443,7 @@ export class Connection {
     }
   }
 
+  /** @param {any} message A JSON-RPC answer or notification. */
   _dispatch(message) {
     if ("method" in message && !("id" in message)) {
       const params = message.params;
@@ -406,6 +465,10 @@ export class Connection {
     call.resolve(message.result);
   }
 
+  /**
+   * @param {WebSocket | null} ws
+   * @param {HeroClientError} error
+   */
   _failCalls(ws, error) {
     for (const [id, call] of [...this._calls]) {
       if (ws === null || call.ws === ws) {
@@ -426,12 +489,17 @@ export class Connection {
     return new EventStream(this, method, { ...params }, options).start();
   }
 
+  /**
+   * @param {EventStream<any>} sub
+   * @param {string} serverId
+   */
   _bind(sub, serverId) {
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
     sub.serverId = serverId;
     this._byServerId.set(serverId, sub);
   }
 
+  /** @param {EventStream<any>} sub */
   _forget(sub) {
     this._subs.delete(sub);
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
@@ -456,10 +524,14 @@ export class EventStream {
     this._method = method;
     this._params = params;
     this._options = options;
+    /** @type {E[]} */
     this._queue = [];
+    /** @type {Array<{resolve: (r: IteratorResult<E>) => void, reject: (e: unknown) => void}>} */
     this._takers = [];
     this._ended = false;
+    /** @type {HeroClientError | null} */
     this._endError = null;
+    /** @type {number | null} */
     this._startMs = null;
     this._maxsize = 10000;
     this._iterating = false;
@@ -473,10 +545,8 @@ export class EventStream {
   async start() {
     const client = this._client;
     client._subs.add(this);
-    const deadline =
-      client._timeoutFor(this._params, this._options) === null
-        ? null
-        : Date.now() + client._timeoutFor(this._params, this._options);
+    const ms = client._timeoutFor(this._params, this._options);
+    const deadline = ms === null ? null : Date.now() + ms;
     for (;;) {
       const left = deadline === null ? null : Math.max(deadline - Date.now(), 1);
       try {
@@ -496,6 +566,7 @@ export class EventStream {
     }
   }
 
+  /** @param {any} result The answer of the subscribe call. */
   _onSubscribed(result) {
     if (result && typeof result.subscription === "string") {
       if (this._startMs === null) this._startMs = Date.now();
@@ -503,6 +574,7 @@ export class EventStream {
     }
   }
 
+  /** @param {WebSocket} ws */
   async _resubscribe(ws) {
     const params = { ...this._params };
     if (this.lastId !== null) params.since = this.lastId;
@@ -519,6 +591,7 @@ export class EventStream {
     }
   }
 
+  /** @param {E & {id?: unknown}} event */
   _push(event) {
     if (this._ended) return;
     if (typeof event.id === "string") {
@@ -542,6 +615,7 @@ export class EventStream {
     }
   }
 
+  /** @param {HeroClientError | null} error */
   _end(error) {
     if (this._ended) return;
     this._ended = true;
@@ -563,7 +637,9 @@ export class EventStream {
   /** The next event (async iterator protocol). @returns {Promise<IteratorResult<E>>} */
   next() {
     this._iterating = true;
-    if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
+    if (this._queue.length) {
+      return Promise.resolve({ value: /** @type {E} */ (this._queue.shift()), done: false });
+    }
     if (this._ended) {
       return this._endError
         ? Promise.reject(this._endError)
