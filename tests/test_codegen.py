@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gateway import codegen, contract
-from gateway.codegen import js_client
+from gateway.codegen import js_client, python_client
 from gateway.codegen.model import load
 from gateway.codegen.text import RUNTIME
 from gateway.codegen.text import runtime as read_runtime
@@ -243,7 +243,7 @@ def test_runtimes_are_copied_not_rewritten() -> None:
     """What the clients hold of the runtime modules is their source (JS: minus the imports
     of sibling runtime modules), so what lint checks there is what runs."""
     files = codegen.generate()
-    for name in ("_errors.py", "_runtime.py"):
+    for name in python_client.RUNTIME_MODULES:
         assert files[f"clients/python/hero_client/{name}"].endswith(read_runtime(name))
     module = files[f"clients/js/{js_client.MODULE}"]
     assert "import {" in read_runtime("connection.js")  # what joined() drops

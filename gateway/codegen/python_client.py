@@ -4,11 +4,11 @@ What is generated from the contract: a TypedDict or type alias per component
 schema (``types.py``), an exception class per error code (``errors.py``) and
 one method per RPC method on ``HeroClient`` (``client.py``). The connection
 logic (reconnects, subscriptions) and the root exceptions are hand-written
-once, as the real modules ``gateway/codegen/runtime/_runtime.py`` and
-``_errors.py``, and copied, so what changes with the contract is only the
-thin, typed surface. The files are Jinja2 templates (``templates/python``);
-this module decides what goes in them: type expressions, names, and the
-docstrings and signatures whose wrapping depends on their length.
+once, as real modules in ``gateway/codegen/runtime``, and copied, so what
+changes with the contract is only the thin, typed surface. The files are
+Jinja2 templates (``templates/python``); this module decides what goes in
+them: type expressions, names, and the docstrings and signatures whose
+wrapping depends on their length.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from gateway.codegen.text import HEADER, render, runtime, sentence, wrap
 PACKAGE = "hero_client"
 DIST = "hero-client"
 #: The runtime modules copied verbatim into the package.
-RUNTIME_MODULES = ("_errors.py", "_runtime.py")
+RUNTIME_MODULES = ("_errors.py", "_runtime.py", "_stream.py", "_timeouts.py")
 
 #: Methods with a shape of their own in the client (everything else is one call).
 SUBSCRIBE = "job.subscribe"

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "ERRORS",
+    "UNAUTHENTICATED",
     "CallTimeout",
     "ConnectionLost",
     "HeroClientError",
@@ -22,6 +23,9 @@ __all__ = [
     "SubscriptionLost",
     "error_for",
 ]
+
+#: JSON-RPC code of a refused key (the contract's Unauthenticated): no reconnect fixes it.
+UNAUTHENTICATED = -32004
 
 
 class HeroClientError(Exception):

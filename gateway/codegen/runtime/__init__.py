@@ -1,8 +1,8 @@
 """The hand-written parts of the generated clients, as real modules.
 
-``hero-gateway codegen`` copies these into ``clients/``: ``_errors.py`` and
-``_runtime.py`` into the Python package ``hero_client`` (verbatim: they import
-each other relatively, so they type-check here as they run there), and
+``hero-gateway codegen`` copies these into ``clients/``: the ``_*.py`` modules
+into the Python package ``hero_client`` (verbatim: they import each other
+relatively, so they type-check here as they run there), and
 ``errors.js`` and ``connection.js`` into ``hero-client.js`` (their ``import``
 lines dropped, since the client is one module). Keeping them here, rather
 than as text templates, is what lets ruff and mypy strict check the Python
