@@ -226,9 +226,9 @@ def test_js_types_compile_with_typescript(node_modules: Path) -> None:
 
 
 def test_js_runtime_type_checks(node_modules: Path) -> None:
-    """The hand-written JS runtime (gateway/codegen/runtime: errors.js, connection.js and its
-    .d.ts) passes tsc --strict with checkJs where it is written; the generator only joins
-    it into hero-client.js (``make lint`` runs the same check)."""
+    """The hand-written JS runtime (gateway/codegen/runtime: errors.js, connection.js,
+    stream.js and runtime.d.ts) passes tsc --strict with checkJs where it is written; the
+    generator only joins it into the client (``make lint`` runs the same check)."""
     tsc = node_modules / "typescript" / "bin" / "tsc"
     done = subprocess.run(
         [node_or_skip(), str(tsc), "-p", str(RUNTIME / "tsconfig.json")],
@@ -247,9 +247,11 @@ def test_runtimes_are_copied_not_rewritten() -> None:
         assert files[f"clients/python/hero_client/{name}"].endswith(read_runtime(name))
     module = files[f"clients/js/{js_client.MODULE}"]
     assert "import {" in read_runtime("connection.js")  # what joined() drops
-    for name in ("errors.js", "connection.js"):
+    for name in ("errors.js", *js_client.JS_RUNTIME):
         assert js_client.joined(name) in module
-    assert "\nimport " not in module
+    assert "\nimport " not in module and "@import" not in module
+    assert "export function sleep" in read_runtime("connection.js")  # shared by stream.js
+    assert "\nfunction sleep(" in module  # but not exported by the client
 
 
 def test_web_page_gets_the_same_module() -> None:

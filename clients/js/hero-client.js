@@ -422,14 +422,10 @@ Object.freeze(
 // - a key the server refuses (-32004) is fatal: no reconnect can fix it.
 // ---------------------------------------------------------------------------------------
 
-/** JSON-RPC code of a refused key (the contract's Unauthenticated). */
+/** @internal JSON-RPC code of a refused key (the contract's Unauthenticated). */
 const UNAUTHENTICATED = -32004;
 /** Extra milliseconds a call that makes the server wait (`wait`) gets over that wait. */
 const WAIT_GRACE_MS = 10000;
-/** Pause before re-sending a call whose socket dropped (the reconnect is under way). */
-const RETRY_PAUSE_MS = 50;
-/** A subscription that has seen no event resumes from when it was made, this much earlier. */
-const RESUME_MARGIN_MS = 2000;
 
 /**
  * Connection status, as told to `onStatus`.
@@ -463,29 +459,9 @@ const RESUME_MARGIN_MS = 2000;
  * @property {(error: HeroClientError | null) => void} [onEnd] Called once when the stream ends.
  */
 
-/** @param {number} ms */
+/** @internal A promise that resolves after `ms` milliseconds. @param {number} ms */
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/**
- * An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]).
- * @param {string} id
- */
-function streamKey(id) {
-  const [ms, seq] = String(id).split("-");
-  return [Number(ms) || 0, Number(seq) || 0];
-}
-
-/**
- * Whether stream id `a` comes after `b`.
- * @param {string} a
- * @param {string} b
- */
-function newerThan(a, b) {
-  const [am, as] = streamKey(a);
-  const [bm, bs] = streamKey(b);
-  return am > bm || (am === bm && as > bs);
 }
 
 /** A random id usable as a job_id (idempotency key); works outside secure contexts too. */
@@ -907,6 +883,38 @@ export class Connection {
     this._subs.delete(sub);
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Subscriptions (hand-written; copied from gateway/codegen/runtime/stream.js): an
+// EventStream outlives sockets. The connection binds it to the id the server gave it,
+// pushes that id's events, and on a new socket asks it to subscribe again from the last
+// event it delivered.
+// ---------------------------------------------------------------------------------------
+
+/** Pause before re-sending a call whose socket dropped (the reconnect is under way). */
+const RETRY_PAUSE_MS = 50;
+/** A subscription that has seen no event resumes from when it was made, this much earlier. */
+const RESUME_MARGIN_MS = 2000;
+
+/**
+ * An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]).
+ * @param {string} id
+ */
+function streamKey(id) {
+  const [ms, seq] = String(id).split("-");
+  return [Number(ms) || 0, Number(seq) || 0];
+}
+
+/**
+ * Whether stream id `a` comes after `b`.
+ * @param {string} a
+ * @param {string} b
+ */
+function newerThan(a, b) {
+  const [am, as] = streamKey(a);
+  const [bm, bs] = streamKey(b);
+  return am > bm || (am === bm && as > bs);
 }
 
 /**

@@ -2,9 +2,10 @@
 
 ``hero-client.js`` holds, in order: the error classes (the hand-written root,
 ``runtime/errors.js``, then one class per code), JSDoc typedefs for the
-contract's schemas, the hand-written connection (``runtime/connection.js``)
-and ``HeroClient`` with a method per RPC method (``job.create`` →
-``jobCreate(params, options)``; params by name, as the contract has them).
+contract's schemas, the hand-written connection and subscriptions
+(``runtime/connection.js``, ``runtime/stream.js``) and ``HeroClient`` with a
+method per RPC method (``job.create`` → ``jobCreate(params, options)``; params
+by name, as the contract has them).
 ``hero-client.d.ts`` declares the same for TypeScript. The runtime files are
 real ES modules that TypeScript checks where they are written; the generator
 drops their ``import`` lines, since the client is one module. The files are
@@ -37,14 +38,24 @@ _SCALARS = {
     "null": "null",
 }
 
-#: A runtime module's own imports (of its sibling runtime modules): one module has no use
-#: for them once the files are joined.
-_IMPORT = re.compile(r'^import (?:type )?\{[^}]*\} from "\./[\w.-]+";\n\n?', re.MULTILINE)
+#: A runtime module's imports of its sibling runtime modules (statements, and JSDoc
+#: ``@import`` tags): one module has no use for them once the files are joined.
+_IMPORT = re.compile(
+    r'^(?:import (?:type )?\{[^}]*\} from "\./[\w.-]+";|/\*\* @import [^*]*\*/)\n\n?',
+    re.MULTILINE,
+)
+#: ``export`` of a name marked ``/** @internal ... */``: the runtime modules share it,
+#: the client does not export it.
+_INTERNAL_EXPORT = re.compile(r"^(/\*\* @internal\b.*\*/\n)export ", re.MULTILINE)
+#: The runtime modules joined into ``hero-client.js``, in order.
+JS_RUNTIME = ("connection.js", "stream.js")
 
 
 def joined(name: str) -> str:
-    """A runtime module's source without its imports, to be joined into the client."""
-    return _IMPORT.sub("", runtime(name)).rstrip("\n")
+    """A runtime module's source as the client holds it: without its imports of sibling
+    runtime modules, and without exporting what they only share among themselves."""
+    source = _INTERNAL_EXPORT.sub(r"\1", _IMPORT.sub("", runtime(name)))
+    return source.rstrip("\n")
 
 
 def ts_type(schema: dict[str, Any]) -> str:
@@ -174,7 +185,7 @@ def emit_module(c: Contract) -> str:
         errors_runtime=joined("errors.js"),
         errors=c.errors,
         typedefs=[_typedef(name, schema) for name, schema in c.schemas.items()],
-        connection_runtime=joined("connection.js"),
+        connection_runtime="\n\n".join(joined(name) for name in JS_RUNTIME),
         run=_run(c),
         methods=[_js_method(m, c) for m in c.methods],
     )
@@ -226,7 +237,7 @@ def emit_dts(c: Contract) -> str:
         version=c.version,
         errors=c.errors,
         types=[_declaration(name, schema) for name, schema in c.schemas.items()],
-        connection_runtime=joined("connection.d.ts"),
+        connection_runtime=joined("runtime.d.ts"),
         run=_run(c),
         methods=[_dts_method(m, c) for m in c.methods],
     )
