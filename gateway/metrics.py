@@ -6,9 +6,13 @@ Job transitions are counted from the shared events reader (per process: sum
 over gateways only if each reads its own share; with several gateways use the
 ``hero_jobs`` gauge, which is read from the status indexes). RPC latency is a
 histogram per method, fed by the RPC layer through ``observe_call``.
+``hero_recommended_actors`` repeats the latest pipeline report's Erlang C advice
+per script type, so an autoscaler (deploy/keda/) can follow it directly.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -40,6 +44,11 @@ class Metrics:
         self.consumers = Gauge("hero_queue_consumers", "Live actors popping this queue",
                                _QUEUE_LABELS, registry=r)  # fmt: skip
         self.actors = Gauge("hero_actors", "Live actor instances", ("script_type",), registry=r)
+        self.recommended = Gauge(
+            "hero_recommended_actors",
+            "Actors the latest pipeline report advises (Erlang C), per script type",
+            ("script_type",), registry=r,
+        )  # fmt: skip
         self.jobs = Gauge("hero_jobs", "Jobs currently in each status", ("status",), registry=r)
         self.transitions = Counter(
             "hero_job_transitions", "Job transitions seen on the events stream by this process",
@@ -59,6 +68,16 @@ class Metrics:
     def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
         outcome = "ok" if error_code is None else str(error_code)
         self.rpc.labels(method, outcome).observe(seconds)
+
+    def _recommendations(self, report: dict[str, Any] | None) -> None:
+        """One ``hero_recommended_actors`` sample per type the report advises on
+        (a type without advice, e.g. no completed job yet, has none: an
+        autoscaler keeps its current size rather than scale to zero)."""
+        self.recommended.clear()
+        for entry in (report or {}).get("script_types", []):
+            actors = (entry.get("recommendation") or {}).get("actors")
+            if isinstance(actors, int):
+                self.recommended.labels(entry["script_type"]).set(actors)
 
     async def render(self) -> bytes:
         """Refresh the Redis-backed gauges, then the text exposition."""
@@ -82,4 +101,5 @@ class Metrics:
             self.actors.labels(script_type).set(n)
         for status in STATUSES:
             self.jobs.labels(status).set(counts.get(status, 0))
+        self._recommendations(await self._sup.report())
         return generate_latest(self.registry)

@@ -396,7 +396,7 @@ def test_archive_to_report_end_to_end(
     )
     published = client.get(keys.STATS_REPORT)
     client.close()
-    assert published is not None and json.loads(published) == built
+    assert published is not None and json.loads(published) == report.published(built)
 
 
 def test_since_limits_the_window(spark: Any, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Jobs run on in-process actors (the SDK for ``osis``, the isolated python executor
 for ``python``); the archive drains the events stream into Parquet; ``pipeline run``
 (local Spark) writes the report and publishes it, and the supervisor's
-``report()`` (what ``stats.report`` serves) returns the same document.
+``report()`` (what ``stats.report`` serves) returns the same document and its charts.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from gateway.actor import Actor, JobContext, JobFailed
 from gateway.config import Config
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.cli import add_commands
+from gateway.pipeline.report import published
 from gateway.pipeline.spark import SparkOptions, session
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
@@ -129,4 +130,4 @@ async def test_real_jobs_reach_the_archive_and_the_report(
     assert groups == {("osis", "g1"), ("python", "g2")}
     actors_in_stream = {r["actor"] for r in archived if r["actor"]}
     assert {a["actor"] for a in built["actors"]} == actors_in_stream
-    assert await sup.report() == built
+    assert await sup.report() == published(built)

@@ -1,16 +1,22 @@
-"""The page at ``/``, served by a real gateway and used in a real browser.
+"""The console at ``/``, served by a real gateway and used in a real browser.
 
 Headless Chromium is Debian's package (``make system-deps`` installs it when
 missing) driven by Playwright for Python; Playwright's own browser downloads
-are never used. The browser test runs against a real gateway, redis-server
-and python actor: it submits a job and sees its output, stops a long job, and
-leaves a screenshot in test-artifacts/ for a person to look at.
+are never used. The browser tests run against a real gateway, redis-server
+and python actor: a job submitted and stopped, the job detail view, the
+filters, the live chart against ``queue.stats``, a DLQ replay and a purge with
+an admin key, a user key that sees only its own jobs, and the detail view's
+``log``/``progress`` handling. One leaves a screenshot in test-artifacts/.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gzip
+import json
 import os
+import re
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,9 +26,12 @@ import pytest
 
 from gateway.actor import Actor
 from gateway.codegen import js_client
-from gateway.supervisor import Supervisor
+from gateway.config import Config
+from gateway.pipeline.charts import plotly_js
+from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
-from gateway.web import CLIENT_URL, FILES, JS_MEDIA_TYPE
+from gateway.web import CLIENT_URL, FILES, PLOTLY_URL
+from tests.helpers import job
 from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
 
 __all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
@@ -41,13 +50,20 @@ CHROMIUM_ARGS = [
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-async def fetch(url: str) -> tuple[int, dict[str, str], bytes]:
+async def fetch(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (names in lower case) and body of a GET."""
+
     def get() -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url, headers=headers or {})
         try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                return response.status, dict(response.headers), response.read()
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.status, response.headers, response.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, dict(exc.headers), exc.read()
+            answer = exc.code, exc.headers, exc.read()
+        status, found, body = answer
+        return status, {name.lower(): value for name, value in found.items()}, body
 
     return await asyncio.to_thread(get)
 
@@ -68,12 +84,30 @@ async def test_page_files_are_served(gateway: RunningGateway) -> None:
         assert body == (ROOT / "gateway" / "web" / name).read_bytes()
 
 
+async def test_the_chart_library_is_served_from_the_package(gateway: RunningGateway) -> None:
+    """plotly.min.js from the plotly package: gzipped, revalidated by ETag, no CDN."""
+    page = (ROOT / "gateway" / "web" / "index.html").read_text()
+    assert f'<script src="{PLOTLY_URL}"></script>' in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+
+    url = gateway.http_url + PLOTLY_URL
+    status, headers, body = await fetch(url, {"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert gzip.decompress(body) == plotly_js().read_bytes()
+    assert len(body) < len(plotly_js().read_bytes()) / 2
+    status, _, body = await fetch(url, {"If-None-Match": headers["etag"]})
+    assert status == 304 and body == b""
+    status, headers, body = await fetch(url)
+    assert status == 200 and "content-encoding" not in headers
+    assert body == plotly_js().read_bytes()
+
+
 async def test_page_serves_the_generated_client_and_nothing_else(gateway: RunningGateway) -> None:
     """The page's client is the committed one, rendered by the gateway from its contract
     (no copy of it ships in gateway/web)."""
     status, headers, served = await fetch(gateway.http_url + CLIENT_URL)
     assert status == 200
-    assert headers["content-type"] == JS_MEDIA_TYPE
+    assert headers["content-type"] == "text/javascript; charset=utf-8"
     assert headers["cache-control"] == "no-cache"
     assert served == (ROOT / "clients" / "js" / "hero-client.js").read_bytes()
     assert not (ROOT / "gateway" / "web" / js_client.MODULE).exists()
@@ -127,7 +161,8 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
     await page.click("#run")
     await page.wait_for_selector("#jobs tbody tr[data-status=finished]", timeout=20_000)
     await page.wait_for_function(
-        "document.getElementById('output').textContent.includes('hello from the browser 42')",
+        "document.getElementById('detail-output').textContent"
+        ".includes('hello from the browser 42')",
         timeout=10_000,
     )
     events = await page.inner_text("#events")
@@ -150,7 +185,7 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
         f'#jobs tbody tr[data-job-id="{long_job}"] button.stop', state="detached"
     )
     await page.wait_for_function(
-        "document.getElementById('output-status').textContent.includes('stopped')",
+        "document.getElementById('detail-status').textContent.includes('stopped')",
         timeout=10_000,
     )
 
@@ -188,3 +223,227 @@ async def test_browser_asks_for_a_key_and_uses_it(
     assert errors == [], errors
     if os.environ.get("HERO_WEB_SHOTS"):
         await page.screenshot(path=str(ARTIFACTS / "web-page-auth.png"), full_page=True)
+
+
+# -- the console: detail, filters, live chart, DLQ, a user's own jobs -----------------------
+
+
+@pytest.fixture
+def config(config: Config) -> Config:
+    """Fast retries, so a failing job reaches the dead-letter queue in a moment."""
+    return dataclasses.replace(config, retry_base=0.05, retry_max=0.1)
+
+
+async def rows(page: Any) -> list[str]:
+    """The job ids the jobs table shows."""
+    ids: list[str] = await page.eval_on_selector_all(
+        "#jobs tbody tr", "rows => rows.map(r => r.dataset.jobId)"
+    )
+    return ids
+
+
+async def wait_rows(page: Any, expected: set[str]) -> None:
+    await page.wait_for_function(
+        "ids => { const shown = [...document.querySelectorAll('#jobs tbody tr')]"
+        ".map(r => r.dataset.jobId).sort(); return JSON.stringify(shown) === JSON.stringify(ids) }",
+        arg=sorted(expected),
+        timeout=10_000,
+    )
+
+
+def depth_per_type(queues: list[dict[str, Any]]) -> dict[str, int]:
+    """What the live chart plots for one queue.stats answer."""
+    out: dict[str, int] = {}
+    for q in queues:
+        out[q["script_type"]] = out.get(q["script_type"], 0) + q["depth"]
+    return out
+
+
+async def latest(page: Any) -> dict[str, Any]:
+    raw = await page.get_attribute("#live-chart", "data-latest")
+    return json.loads(raw) if raw else {}
+
+
+async def test_console_detail_filters_and_live_chart(
+    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any
+) -> None:
+    ok = await sup.run(job("print('fine')"), wait=30)
+    failed = await sup.run(
+        job(
+            "print('before failing', flush=True)\nraise SystemExit('boom')",
+            env_vars={"SECRET_TOKEN": "hunter2"},
+        ),
+        wait=30,
+    )
+    alices = await sup.run(job("print('mine')", caller_id="alice"), wait=30)
+    assert (ok["status"], failed["status"], alices["status"]) == ("finished", "error", "finished")
+    everyone = {ok["job_id"], failed["job_id"], alices["job_id"]}
+
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    await wait_rows(page, everyone)
+    # the Events panel is filled from the stream on load, not empty
+    assert await page.locator(f'#events li[data-job-id="{failed["job_id"]}"]').count() >= 4
+
+    # the detail view of the failed job: script, env var names only, output, error, timeline
+    await page.click(f'#jobs tbody tr[data-job-id="{failed["job_id"]}"]')
+    await page.wait_for_selector("#detail-section[data-status=error]", timeout=10_000)
+    await page.wait_for_selector("#detail-timeline li[data-event=error]", timeout=10_000)
+    assert await page.inner_text("#detail-id") == failed["job_id"]
+    assert "raise SystemExit('boom')" in await page.inner_text("#detail-script")
+    assert await page.inner_text("#detail-env") == "SECRET_TOKEN"
+    assert "hunter2" not in await page.inner_text("body")
+    assert "boom" in await page.inner_text("#detail-error")
+    assert failed["output"] is None or failed["output"] in await page.inner_text("#detail-output")
+    timeline = await page.eval_on_selector_all(
+        "#detail-timeline li", "items => items.map(i => i.dataset.event)"
+    )
+    assert timeline == ["created", "dispatched", "started", "error"]
+
+    # filters: status, type, caller (the server filters the list, the page the live rows)
+    await page.select_option("#f-status", "error")
+    await wait_rows(page, {failed["job_id"]})
+    await page.click("#f-clear")
+    await wait_rows(page, everyone)
+    await page.fill("#f-type", "osis")
+    await page.click("#filters button[type=submit]")
+    await wait_rows(page, set())
+    await page.fill("#f-type", "python")
+    await page.fill("#f-caller", "alice")
+    await page.click("#filters button[type=submit]")
+    await wait_rows(page, {alices["job_id"]})
+    await page.click("#f-clear")
+
+    # the live chart: depth goes 0 -> 3 while three long jobs wait or run, and its
+    # newest point is what queue.stats says at that moment
+    before = await latest(page)
+    assert before["depth"].get("python", 0) == 0
+    long_jobs = [
+        (await sup.start((await sup.create(job("import time; time.sleep(60)")))["job_id"]))[
+            "job_id"
+        ]
+        for _ in range(3)
+    ]
+    await page.wait_for_function(
+        "() => { const l = document.getElementById('live-chart').dataset.latest;"
+        " return l && JSON.parse(l).depth.python === 3 }",
+        timeout=15_000,
+    )
+    now = depth_per_type(await sup.queue_stats())
+    shown = await latest(page)
+    assert shown["depth"] == now and shown["points"] > before["points"]
+    plotted = await page.evaluate(
+        "() => Object.fromEntries(document.getElementById('live-chart').data"
+        ".filter(t => t.name.endsWith(' depth')).map(t => [t.name.split(' ')[0], t.y]))"
+    )
+    assert plotted["python"][-1] == 3 and 0 in plotted["python"]
+    # stopping them: depth falls back to 0 and the ended jobs show as throughput
+    stopped_at = (await latest(page))["points"]
+    for job_id in long_jobs:
+        await sup.stop(job_id)
+    await page.wait_for_function(
+        "() => { const l = JSON.parse(document.getElementById('live-chart').dataset.latest);"
+        " return l.depth.python === 0 }",
+        timeout=15_000,
+    )
+    ended = await page.evaluate(
+        "() => document.getElementById('live-chart').data.find(t => t.name === 'ended /s').y"
+    )
+    assert max(ended[stopped_at:]) > 0
+    assert errors == [], errors
+
+
+LOG_AND_PROGRESS = """async () => {
+  const { JobDetail } = await import("/web/detail.js");
+  const detail = new JobDetail();
+  detail.jobId = "j1";
+  detail.loaded = "tick\\n";  // what job.logs returned
+  document.getElementById("detail-log").textContent = detail.loaded;
+  const log = (lines) => detail.onEvent(null, { job_id: "j1", event: "log", lines });
+  log("tick\\n");  // replayed: job.logs had it
+  log("tick\\n");  // printed again, live
+  log("done\\n");
+  detail.onEvent(null, { job_id: "other", event: "log", lines: "not this job\\n" });
+  detail.onEvent(null, { job_id: "j1", event: "progress", progress: 0.4, message: "step 2 of 5" });
+  const bar = document.getElementById("detail-progress");
+  return {
+    log: document.getElementById("detail-log").textContent,
+    progress: bar.hidden ? null : bar.value,
+    message: document.getElementById("detail-progress-message").textContent,
+  };
+}"""
+
+
+async def test_detail_view_appends_log_events_and_shows_progress(
+    gateway: RunningGateway, browser: Any
+) -> None:
+    """The detail view's handling of ``log`` (``lines``) and ``progress`` events,
+    driven through its own module in the page (the events themselves come from
+    the actor side)."""
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    shown = await page.evaluate(LOG_AND_PROGRESS)
+    assert shown["log"] == "tick\ntick\ndone\n"
+    assert shown["progress"] == pytest.approx(0.4)
+    assert shown["message"] == "step 2 of 5"
+    assert errors == [], errors
+
+
+async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
+    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
+) -> None:
+    store = KeyStore(sup.redis)
+    admin_key = await store.create("ops", "admin")
+    alice_key = await store.create("alice", "user", "alice")
+    dead = await sup.run(job("raise SystemExit('always')", retries=1), wait=30)
+    assert dead["status"] == "dlq"
+    bobs = await sup.run(job("print('bob')", caller_id="bob"), wait=30)
+    alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
+
+    # an admin: the DLQ lists the job; Replay dispatches it again
+    page, errors = await open_page(browser, gateway.http_url + "/")
+    await page.evaluate("key => sessionStorage.setItem('hero-gateway-key', key)", admin_key)
+    await page.reload()
+    await page.wait_for_function(
+        "document.getElementById('who').textContent.includes('ops (admin)')", timeout=10_000
+    )
+    entry = f'#dlq tbody tr[data-job-id="{dead["job_id"]}"]'
+    await page.wait_for_selector(entry, timeout=10_000)
+    await wait_rows(page, {dead["job_id"], bobs["job_id"], alices["job_id"]})
+    await page.click(f"{entry} button.replay")
+    await page.wait_for_function(
+        "id => document.getElementById('admin-result').textContent === `replayed 1: ${id}`",
+        arg=dead["job_id"],
+        timeout=10_000,
+    )
+    events = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == dead["job_id"]]
+    assert "dispatched" in events[events.index("dlq") :]
+    # Purge, after the confirm dialog: the finished jobs are gone
+    page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.select_option("#purge-status", "finished")
+    await page.fill("#purge-older", "0")
+    await page.click("#purge button[type=submit]")
+    await page.wait_for_function(
+        "document.getElementById('admin-result').textContent.startsWith('purged')",
+        timeout=10_000,
+    )
+    assert await page.inner_text("#admin-result") == "purged 2 finished job(s)"
+    assert (await sup.list_jobs(status="finished"))["jobs"] == []
+
+    # a user key: only its own jobs, no admin panel, the caller filter pinned to itself
+    await sup.run(job("print('bob')", caller_id="bob"), wait=30)
+    purged_alices = alices["job_id"]
+    alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
+    await page.fill("#key", alice_key)
+    await page.click("#auth button[type=submit]")
+    await page.wait_for_function(
+        "document.getElementById('who').textContent.includes('alice (user)')", timeout=10_000
+    )
+    await wait_rows(page, {alices["job_id"]})
+    assert await page.is_hidden("#admin-section")
+    assert await page.is_disabled("#f-caller")
+    assert await page.input_value("#f-caller") == "alice"
+    await page.wait_for_selector("#events li", timeout=10_000)
+    shown = await page.eval_on_selector_all("#events li", "li => li.map(i => i.dataset.jobId)")
+    assert set(shown) == {alices["job_id"], purged_alices}  # her events, purged job or not
+    assert errors == [], errors

@@ -24,7 +24,6 @@ from urllib.parse import urlsplit
 import redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from gateway import config, logs
 from gateway.errors import BackendUnavailable, HeroError, InvalidParams
@@ -262,7 +261,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     if redis_url:  # fail before the Spark job rather than after it
         _redis_client(redis_url).close()
 
-    from gateway.pipeline import analytics, report
+    from gateway.pipeline import analytics, charts, report, summary
     from gateway.pipeline.spark import SparkOptions, session
 
     try:
@@ -298,69 +297,12 @@ def _pipeline(args: argparse.Namespace) -> int:
         status.update("writing report")
         built = report.build(result)
         path = report.write(built, params.out)
+        charts.write(built, params.out)
         if redis_url:
             report.publish(built, redis_url)
     if not quiet:
-        _print_summary(built, path, published=bool(redis_url))
+        out.print(summary.render(built, path, published=bool(redis_url)), highlight=False)
     return 0
-
-
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def _print_summary(built: dict[str, Any], path: Path, published: bool) -> None:
-    window = built["window"]
-    table = Table(title=f"jobs by script type, {window['start']} → {window['end']}")
-    for name in (
-        "script type",
-        "arrivals",
-        "done",
-        "errors",
-        "timeouts",
-        "retries",
-        "dlq",
-        "wait p95 s",
-        "run p95 s",
-        "actors",
-        "util",
-        "λ /s",
-        "load",
-        "advice",
-    ):
-        table.add_column(name, justify="left" if name == "script type" else "right")
-    for entry in built["script_types"]:
-        rec = entry["recommendation"]
-        table.add_row(
-            entry["script_type"] or "(none)",
-            _fmt(entry["arrivals"]),
-            _fmt(entry["completions"]),
-            _fmt(entry["errors"]),
-            _fmt(entry["timeouts"]),
-            _fmt(entry["retries"]),
-            _fmt(entry["dlq"]),
-            _fmt(entry["wait"]["p95"]),
-            _fmt(entry["run"]["p95"]),
-            _fmt(entry["actors_seen"]),
-            _fmt(entry["utilisation"], 2),
-            _fmt(entry["arrival_rate"]),
-            _fmt(rec.get("offered_load")),
-            _fmt(rec.get("actors")) if rec.get("actors") is not None else rec.get("reason", "-"),
-        )
-    out.print(table)
-    events = built["events"]
-    out.print(
-        f"{events['unique']:,} events ({events['duplicates']:,} duplicates dropped), "
-        f"{built['jobs']:,} jobs, {built['stuck']['count']:,} stuck; "
-        f"advice: actors for p{round(built['params']['slo_quantile'] * 100)} wait <= "
-        f"{built['params']['slo_wait']:g}s",
-        highlight=False,
-    )
-    out.print(f"report: {path}" + (" (published to Redis)" if published else ""), highlight=False)
 
 
 # -- pipeline synth ------------------------------------------------------------
@@ -512,7 +454,7 @@ def add_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
 
     run = commands.add_parser(
         "run",
-        help="analyse the archive; write Parquet tables and report.json",
+        help="analyse the archive; write Parquet tables, report.json and charts.html",
         description="Per-job records, arrivals/completions/errors/timeouts/retries/DLQ, queue "
         "wait and run time percentiles, actor utilisation, stuck jobs and Erlang C actor "
         "counts, per script type and group, per time bucket and overall.",

@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from gateway.errors import BackendUnavailable
-from gateway.pipeline import erlang
+from gateway.pipeline import charts, erlang
 from gateway.pipeline.model import COUNTED, QUANTILES, PipelineResult
 from gateway.supervisor import keys
 
@@ -259,11 +259,17 @@ def write(report: dict[str, Any], out: Path) -> Path:
     return target
 
 
+def published(report: dict[str, Any]) -> dict[str, Any]:
+    """What ``stats.report`` serves: the report and its charts (``charts.figures``),
+    so the gateway's page draws the pictures ``charts.html`` shows."""
+    return {**report, "charts": charts.figures(report)}
+
+
 def publish(report: dict[str, Any], redis_url: str) -> None:
     """Store the report where the gateway's ``stats.report`` reads it."""
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=5)
     try:
-        client.set(keys.STATS_REPORT, json.dumps(report, allow_nan=False))
+        client.set(keys.STATS_REPORT, json.dumps(published(report), allow_nan=False))
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BackendUnavailable("Redis is unavailable; the report was not published") from exc
     finally:

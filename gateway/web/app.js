@@ -1,73 +1,55 @@
-// The gateway's page: live jobs (job.subscribe), queues (queue.stats), actors
-// (actor.list), the pipeline report (stats.report), and a form to run jobs.
-// It uses the generated client (/client/hero-client.js), which reconnects and
-// resumes the subscription by itself; this file only draws what it is told.
+// The operator console: live jobs with filters (job.list + job.subscribe), a job
+// detail view, a live chart of queue depth and throughput (queue.stats), actors
+// (actor.list), events, the dead-letter queues for admins, and the pipeline
+// report with its charts (stats.report). It uses the generated client
+// (/client/hero-client.js), which reconnects and resumes subscriptions by itself.
 
-import { HeroClient, RpcError, Unauthenticated } from "/client/hero-client.js";
+import { HeroClient } from "/client/hero-client.js";
+import { Admin } from "/web/admin.js";
+import { JobDetail } from "/web/detail.js";
+import {
+  $,
+  PROGRESS_EVENTS,
+  TERMINAL,
+  age,
+  clock,
+  el,
+  explain,
+  short,
+  statusBadge,
+} from "/web/dom.js";
+import { LiveChart } from "/web/live.js";
+import { drawReport } from "/web/report.js";
 
 const KEY_STORAGE = "hero-gateway-key";
 const POLL_MS = 2000;
 const REPORT_MS = 15000;
 const MAX_JOBS = 200;
 const MAX_EVENTS = 60;
-const TERMINAL = new Set(["finished", "error", "stopped", "timeout", "dlq"]);
-
-const $ = (id) => document.getElementById(id);
-
-/** An element with text (never innerHTML: job output is untrusted). */
-function el(tag, props = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(props)) {
-    if (value === undefined || value === null) continue;
-    if (name === "text") node.textContent = String(value);
-    else if (name === "class") node.className = value;
-    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-    else node.setAttribute(name, value);
-  }
-  for (const child of children) node.append(child);
-  return node;
-}
-
-const short = (id) => (id && id.length > 12 ? id.slice(0, 12) + "…" : id || "");
-const clock = (ms) => (ms ? new Date(ms).toLocaleTimeString() : "");
-const num = (v, digits = 2) => (typeof v === "number" ? v.toFixed(digits) : "–");
-function age(seconds) {
-  if (seconds === null || seconds === undefined) return "–";
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  if (seconds < 3600) return `${(seconds / 60).toFixed(1)} min`;
-  return `${(seconds / 3600).toFixed(1)} h`;
-}
-
-const ago = (seconds) => Math.max(0, seconds).toFixed(0);
-const percent = (v) => (typeof v === "number" ? `${(v * 100).toFixed(0)} %` : "–");
-
-function statusBadge(status) {
-  return el("span", { class: `status status-${status}`, text: status });
-}
+/** How far back the Events panel replays on load (the events stream keeps them). */
+const EVENTS_BACK_MS = 15 * 60 * 1000;
 
 // -- state -------------------------------------------------------------------------------
 
 /** @type {HeroClient | null} */
 let hero = null;
+let identity = null;
 let stream = null;
 let pollTimer = null;
 let lastReport = 0;
-let selected = null;
-/** job_id → {job_id, script_type, status, actor, attempt, updated, first} */
+/** The newest update job.list showed (server time): replayed events of jobs it did
+ * not list and older than this are history (e.g. purged jobs), not table rows. */
+let listedUpTo = 0;
+/** job_id → {job_id, script_type, status, caller_id, actor, attempt, updated, first} */
 const jobs = new Map();
+const detail = new JobDetail();
+const live = new LiveChart($("live-chart"));
+const admin = new Admin((jobId) => openJob(jobId));
 
 function notice(text) {
   const box = $("notice");
   box.hidden = !text;
   box.textContent = text || "";
-}
-
-function explain(err) {
-  if (err instanceof Unauthenticated || (err instanceof RpcError && err.code === -32004)) {
-    return "This gateway needs an API key: enter one above.";
-  }
-  if (err instanceof RpcError) return `${err.message} (code ${err.code})`;
-  return err && err.message ? err.message : String(err);
 }
 
 // -- connection --------------------------------------------------------------------------
@@ -82,8 +64,14 @@ async function start() {
     const old = hero;
     hero = null;
     stream = null;
+    await detail.close();
     await old.close();
   }
+  // another key may see other jobs: nothing of the previous identity stays on screen
+  jobs.clear();
+  drawJobs();
+  $("events").replaceChildren();
+  $("detail-section").hidden = true;
   const key = sessionStorage.getItem(KEY_STORAGE) || undefined;
   $("key").value = key || "";
   const client = new HeroClient(wsUrl(), { key, onStatus: (s, d) => onStatus(client, s, d) });
@@ -95,7 +83,7 @@ async function start() {
   }
 }
 
-function onStatus(client, status, detail) {
+function onStatus(client, status, detailed) {
   if (client !== hero) return;
   const pill = $("conn");
   pill.dataset.state = status;
@@ -104,47 +92,76 @@ function onStatus(client, status, detail) {
       : status === "open" ? "connected"
       : status;
   if (status === "open") onOpen(client);
-  if (status === "failed") notice(explain(detail));
+  if (status === "failed") notice(explain(detailed));
 }
 
 async function onOpen(client) {
   try {
-    const me = await client.authWhoami();
-    $("who").textContent = me.scope === "anonymous" ? "no auth" : `${me.name} (${me.scope})`;
+    identity = await client.authWhoami();
+    $("who").textContent =
+      identity.scope === "anonymous" ? "no auth" : `${identity.name} (${identity.scope})`;
     notice("");
   } catch (err) {
     $("who").textContent = "";
     notice(explain(err));
     return;
   }
+  admin.use(client, identity);
+  const user = identity.scope === "user";
+  $("f-caller").disabled = user;
+  if (user) $("f-caller").value = identity.caller_id || "";
   if (!stream) {
+    await loadJobs(client);
     try {
-      stream = await client.subscribe({}, { onEvent: onEvent });
+      // replayed from a while back, so the Events panel is not empty after a reload
+      const since = `${Math.max(Date.now() - EVENTS_BACK_MS, 0)}-0`;
+      stream = await client.subscribe({ since }, { onEvent });
     } catch (err) {
       notice(`Live events unavailable: ${explain(err)}`);
     }
-    await loadJobs(client);
   }
   refresh();
   if (pollTimer === null) pollTimer = setInterval(refresh, POLL_MS);
 }
 
-// -- jobs --------------------------------------------------------------------------------
+// -- jobs and filters ---------------------------------------------------------------------
+
+function filters() {
+  const status = $("f-status").value;
+  const scriptType = $("f-type").value.trim();
+  const caller = $("f-caller").value.trim();
+  return { status: status || null, script_type: scriptType || null, caller_id: caller || null };
+}
+
+function matches(job, f = filters()) {
+  return (
+    (!f.status || job.status === f.status) &&
+    (!f.script_type || job.script_type === f.script_type) &&
+    (!f.caller_id || job.caller_id === f.caller_id)
+  );
+}
 
 async function loadJobs(client) {
+  const f = filters();
+  const params = { limit: 50 };
+  for (const [name, value] of Object.entries(f)) if (value) params[name] = value;
+  if (identity && identity.scope === "user") delete params.caller_id; // always its own
   try {
-    const page = await client.jobList({ limit: 25 });
+    const page = await client.jobList(params);
+    jobs.clear();
+    listedUpTo = 0;
     for (const job of page.jobs.slice().reverse()) {
       const when = Date.parse(job.updated_at || job.created_at || "") || Date.now();
-      const first = Date.parse(job.created_at || "") || when;
+      listedUpTo = Math.max(listedUpTo, when);
       upsert({
         job_id: job.id,
         script_type: job.script_type,
         status: job.status,
+        caller_id: job.caller_id ?? null,
         actor: job.actor ?? null,
         attempt: job.attempt ?? 0,
         updated: when,
-        first,
+        first: Date.parse(job.created_at || "") || when,
       }, false);
     }
     drawJobs();
@@ -155,8 +172,8 @@ async function loadJobs(client) {
 
 function upsert(fields, draw = true) {
   const known = jobs.get(fields.job_id);
-  const job = known ? { ...known, ...fields, first: known.first } : { ...fields };
   if (known && fields.updated < known.updated) return; // an older event (list after events)
+  const job = known ? { ...known, ...fields, first: known.first } : { ...fields };
   jobs.set(job.job_id, job);
   if (jobs.size > MAX_JOBS) {
     const oldest = [...jobs.values()].sort((a, b) => a.first - b.first)[0];
@@ -166,18 +183,23 @@ function upsert(fields, draw = true) {
 }
 
 function onEvent(event) {
-  upsert({
-    job_id: event.job_id,
-    script_type: event.script_type,
-    status: event.status,
-    actor: event.actor,
-    attempt: event.attempt,
-    updated: event.ts,
-    first: event.ts,
-  });
+  live.onEvent(event);
+  if (PROGRESS_EVENTS.has(event.event)) return; // the detail view shows those
+  if (jobs.has(event.job_id) || event.ts >= listedUpTo) {
+    upsert({
+      job_id: event.job_id,
+      script_type: event.script_type,
+      status: event.status,
+      caller_id: event.caller_id ?? null,
+      actor: event.actor,
+      attempt: event.attempt,
+      updated: event.ts,
+      first: event.ts,
+    });
+  }
   const list = $("events");
   list.prepend(
-    el("li", {}, [
+    el("li", { "data-job-id": event.job_id }, [
       el("span", { class: "muted", text: clock(event.ts) + " " }),
       el("span", { class: "mono", text: short(event.job_id) }),
       " ",
@@ -187,14 +209,11 @@ function onEvent(event) {
     ]),
   );
   while (list.children.length > MAX_EVENTS) list.lastChild.remove();
-  if (event.job_id === selected) {
-    $("output-status").replaceChildren(statusBadge(event.status));
-    if (TERMINAL.has(event.status)) showOutput(event.job_id);
-  }
 }
 
 function drawJobs() {
-  const rows = [...jobs.values()].sort((a, b) => b.first - a.first);
+  const f = filters();
+  const rows = [...jobs.values()].filter((job) => matches(job, f)).sort((a, b) => b.first - a.first);
   $("jobs-empty").hidden = rows.length > 0;
   $("jobs").tBodies[0].replaceChildren(
     ...rows.map((job) => {
@@ -215,13 +234,14 @@ function drawJobs() {
         {
           "data-job-id": job.job_id,
           "data-status": job.status,
-          class: job.job_id === selected ? "selected" : null,
-          onclick: () => showOutput(job.job_id),
+          class: job.job_id === detail.jobId ? "selected" : null,
+          onclick: () => openJob(job.job_id),
         },
         [
           el("td", { class: "mono", text: short(job.job_id), title: job.job_id }),
           el("td", { text: job.script_type }),
           el("td", {}, [statusBadge(job.status)]),
+          el("td", { class: "muted", text: job.caller_id || "" }),
           el("td", { class: "muted", text: job.actor || "" }),
           el("td", { class: "num", text: job.attempt ?? "" }),
           el("td", { class: "muted", text: clock(job.updated) }),
@@ -232,6 +252,12 @@ function drawJobs() {
   );
 }
 
+async function openJob(jobId) {
+  const opening = detail.open(hero, jobId);
+  drawJobs();
+  await opening;
+}
+
 async function stopJob(jobId, button) {
   button.disabled = true;
   try {
@@ -240,24 +266,6 @@ async function stopJob(jobId, button) {
   } catch (err) {
     button.disabled = false;
     notice(`Could not stop ${short(jobId)}: ${explain(err)}`);
-  }
-}
-
-async function showOutput(jobId) {
-  selected = jobId;
-  drawJobs();
-  $("output-job").textContent = jobId;
-  try {
-    const result = await hero.jobOutput({ job_id: jobId });
-    if (selected !== jobId) return;
-    $("output-status").replaceChildren(statusBadge(result.status));
-    $("output").textContent =
-      result.output ?? (TERMINAL.has(result.status) ? "(no output)" : "(running…)");
-    const error = $("output-error");
-    error.hidden = !result.error;
-    error.textContent = result.error || "";
-  } catch (err) {
-    $("output").textContent = explain(err);
   }
 }
 
@@ -282,20 +290,17 @@ async function submitJob(event) {
       job_id: created.job_id,
       script_type: spec.script_type,
       status: created.status,
+      caller_id: identity && identity.scope === "user" ? identity.caller_id : null,
       actor: null,
       attempt: 0,
       updated: Date.now(),
       first: Date.now(),
     });
-    selected = created.job_id;
-    $("output-job").textContent = created.job_id;
-    $("output-status").replaceChildren(statusBadge(created.status));
-    $("output").textContent = "(waiting for an actor…)";
-    $("output-error").hidden = true;
     await hero.jobStart({ job_id: created.job_id });
+    await openJob(created.job_id);
   } catch (err) {
     problem.textContent = explain(err);
-    if (err instanceof RpcError && err.data) problem.textContent += " " + JSON.stringify(err.data);
+    if (err && err.data) problem.textContent += " " + JSON.stringify(err.data);
   } finally {
     button.disabled = false;
   }
@@ -311,8 +316,10 @@ async function refresh() {
   refreshing = true;
   try {
     const [queues, actors] = await Promise.all([client.queueStats(), client.actorList()]);
+    live.add(queues.queues);
     drawQueues(queues.queues);
     drawActors(actors.actors);
+    await admin.refresh();
     if (Date.now() - lastReport > REPORT_MS) {
       lastReport = Date.now();
       drawReport(await client.statsReport());
@@ -350,39 +357,31 @@ function drawActors(actors) {
         el("td", { text: a.group ?? "" }),
         el("td", { class: "mono", text: a.instance ?? "" }),
         el("td", { class: "muted", text: `${a.hostname} / ${a.pid}` }),
-        el("td", { class: "muted", text: `${ago(now - a.last_heartbeat)} s ago` }),
+        el("td", { class: "muted", text: `${Math.max(0, now - a.last_heartbeat).toFixed(0)} s ago` }),
       ]),
     ),
   );
 }
 
-function drawReport(report) {
-  const section = $("report-section");
-  section.hidden = !report;
-  if (!report) return;
-  $("report-when").textContent = report.generated_at ? `(generated ${report.generated_at})` : "";
-  const types = Array.isArray(report.script_types) ? report.script_types : [];
-  $("report").tBodies[0].replaceChildren(
-    ...types.map((t) => {
-      const rec = t.recommendation || {};
-      return el("tr", {}, [
-        el("td", { text: t.script_type }),
-        el("td", { class: "num", text: t.arrivals ?? "–" }),
-        el("td", { class: "num", text: num(t.arrival_rate, 3) }),
-        el("td", { class: "num", text: t.wait ? num(t.wait.p95) + " s" : "–" }),
-        el("td", { class: "num", text: t.run ? num(t.run.mean) + " s" : "–" }),
-        el("td", { class: "num", text: percent(t.utilisation) }),
-        el("td", { class: "num", text: t.actors_seen ?? "–" }),
-        el("td", { class: "num", text: rec.actors ?? "–", title: rec.reason || "" }),
-      ]);
-    }),
-  );
-  $("report-raw").textContent = JSON.stringify(report, null, 2);
-}
-
 // -- wiring ------------------------------------------------------------------------------
 
 $("submit").addEventListener("submit", submitJob);
+$("filters").addEventListener("submit", (event) => {
+  event.preventDefault();
+  if (hero) loadJobs(hero);
+});
+$("f-status").addEventListener("change", () => hero && loadJobs(hero));
+$("f-clear").addEventListener("click", () => {
+  $("f-status").value = "";
+  $("f-type").value = "";
+  if (!$("f-caller").disabled) $("f-caller").value = "";
+  if (hero) loadJobs(hero);
+});
+$("detail-close").addEventListener("click", async () => {
+  await detail.close();
+  $("detail-section").hidden = true;
+  drawJobs();
+});
 $("auth").addEventListener("submit", (event) => {
   event.preventDefault();
   const key = $("key").value.trim();
