@@ -60,9 +60,13 @@ run: setup
 test: test-setup
 	$(PY) -m pytest
 
+# The last two lines: the JS client runtime, type-checked where it is written
+# (TypeScript from tests/node; ruff and mypy already cover the Python runtime in gateway/).
 lint: test-setup
 	$(VENV)/bin/ruff check gateway tests bench scripts
 	$(VENV)/bin/mypy
+	cd tests/node && { [ -f node_modules/.package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
+	node tests/node/node_modules/typescript/bin/tsc -p gateway/codegen/runtime/tsconfig.json
 
 bench: test-setup
 	$(PY) bench/run.py

@@ -10,9 +10,12 @@
 // Types: JSDoc here, and hero-client.d.ts beside it.
 
 // --- errors: one root, one class per server code -----------------------------------------
+// (hand-written; copied from gateway/codegen/runtime/errors.js. The generated part below
+// adds one RpcError subclass per server code and enters it in ERRORS.)
 
 /** Root of every error hero-client raises. */
 export class HeroClientError extends Error {
+  /** @param {string} message */
   constructor(message) {
     super(message);
     this.name = new.target.name;
@@ -41,6 +44,25 @@ export class RpcError extends HeroClientError {
     this.code = code ?? /** @type {any} */ (new.target).code ?? 0;
     this.data = data;
   }
+}
+
+/**
+ * The error class for each code the server answers (filled, then frozen, by the
+ * generated classes).
+ * @type {Record<string, typeof RpcError>}
+ */
+export const ERRORS = {};
+
+/**
+ * The error for an error object (RpcError itself for codes not listed).
+ * @param {number} code
+ * @param {string} message
+ * @param {unknown} [data]
+ * @returns {RpcError}
+ */
+export function errorFor(code, message, data = null) {
+  const cls = ERRORS[String(code)];
+  return cls ? new cls(message, data) : new RpcError(message, data, code);
 }
 
 /** -32700: Parse error. */
@@ -103,33 +125,23 @@ export class BackendUnavailable extends RpcError {
   static code = -32007;
 }
 
-/** The error class for each code the server answers. */
-export const ERRORS = Object.freeze({
-  "-32700": ParseError,
-  "-32600": InvalidRequest,
-  "-32601": MethodNotFound,
-  "-32602": InvalidParams,
-  "-32603": InternalError,
-  "-32001": JobNotFound,
-  "-32002": InvalidState,
-  "-32003": WaitTimeout,
-  "-32004": Unauthenticated,
-  "-32005": Forbidden,
-  "-32006": Overloaded,
-  "-32007": BackendUnavailable,
-});
-
-/**
- * The error for an error object (RpcError itself for codes not listed).
- * @param {number} code
- * @param {string} message
- * @param {unknown} [data]
- * @returns {RpcError}
- */
-export function errorFor(code, message, data = null) {
-  const cls = ERRORS[String(code)];
-  return cls ? new cls(message, data) : new RpcError(message, data, code);
-}
+// Every server code's class enters ERRORS, which then no longer changes.
+Object.freeze(
+  Object.assign(ERRORS, {
+    "-32700": ParseError,
+    "-32600": InvalidRequest,
+    "-32601": MethodNotFound,
+    "-32602": InvalidParams,
+    "-32603": InternalError,
+    "-32001": JobNotFound,
+    "-32002": InvalidState,
+    "-32003": WaitTimeout,
+    "-32004": Unauthenticated,
+    "-32005": Forbidden,
+    "-32006": Overloaded,
+    "-32007": BackendUnavailable,
+  }),
+);
 
 // --- types of the contract (JSDoc) -------------------------------------------------------
 
@@ -404,7 +416,7 @@ export function errorFor(code, message, data = null) {
 
 // ---------------------------------------------------------------------------------------
 // The connection under HeroClient (hand-written; copied from
-// gateway/codegen/templates/runtime.js.in). It keeps one WebSocket alive:
+// gateway/codegen/runtime/connection.js). It keeps one WebSocket alive:
 // - answers are matched to calls by id; a call waits for its answer, its timeout,
 //   or the loss of the socket it went out on (ConnectionLost);
 // - when the socket drops it reconnects with exponential backoff and jitter, logs in
@@ -414,14 +426,10 @@ export function errorFor(code, message, data = null) {
 // - a key the server refuses (-32004) is fatal: no reconnect can fix it.
 // ---------------------------------------------------------------------------------------
 
-/** JSON-RPC code of a refused key (the contract's Unauthenticated). */
+/** @internal JSON-RPC code of a refused key (the contract's Unauthenticated). */
 const UNAUTHENTICATED = -32004;
 /** Extra milliseconds a call that makes the server wait (`wait`) gets over that wait. */
 const WAIT_GRACE_MS = 10000;
-/** Pause before re-sending a call whose socket dropped (the reconnect is under way). */
-const RETRY_PAUSE_MS = 50;
-/** A subscription that has seen no event resumes from when it was made, this much earlier. */
-const RESUME_MARGIN_MS = 2000;
 
 /**
  * Connection status, as told to `onStatus`.
@@ -455,20 +463,9 @@ const RESUME_MARGIN_MS = 2000;
  * @property {(error: HeroClientError | null) => void} [onEnd] Called once when the stream ends.
  */
 
+/** @internal A promise that resolves after `ms` milliseconds. @param {number} ms */
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]). */
-function streamKey(id) {
-  const [ms, seq] = String(id).split("-");
-  return [Number(ms) || 0, Number(seq) || 0];
-}
-
-function newerThan(a, b) {
-  const [am, as] = streamKey(a);
-  const [bm, bs] = streamKey(b);
-  return am > bm || (am === bm && as > bs);
 }
 
 /** A random id usable as a job_id (idempotency key); works outside secure contexts too. */
@@ -483,6 +480,7 @@ export function randomId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** @param {string | ArrayBuffer | ArrayBufferView} data */
 function frameText(data) {
   if (typeof data === "string") return data;
   return new TextDecoder().decode(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
@@ -569,6 +567,11 @@ export class Connection {
     return this._invoke(method, params, options, null);
   }
 
+  /**
+   * @param {Record<string, unknown> | null | undefined} params
+   * @param {CallOptions | null | undefined} options
+   * @returns {number | null}
+   */
   _timeoutFor(params, options) {
     let ms = options && options.timeoutMs !== undefined ? options.timeoutMs : this.timeoutMs;
     const wait = params ? params.wait : undefined;
@@ -576,10 +579,19 @@ export class Connection {
     return ms;
   }
 
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {CallOptions} options
+   * @param {((result: any) => void) | null} onResult
+   * @returns {Promise<any>}
+   */
   async _invoke(method, params, options, onResult) {
     const ms = this._timeoutFor(params, options);
     let timedOut = false;
+    /** @type {ReturnType<typeof setTimeout> | null} */
     let timer = null;
+    /** @type {(() => void) | null} */
     let dropCall = null;
     const expired = new Promise((_, reject) => {
       if (ms === null) return;
@@ -608,8 +620,13 @@ export class Connection {
     this._running = this._run().catch((err) => this._fail(err));
   }
 
+  /**
+   * @param {number | null} ms
+   * @returns {Promise<WebSocket>}
+   */
   _waitReady(ms) {
     return new Promise((resolve, reject) => {
+      /** @type {ReturnType<typeof setTimeout> | null} */
       let timer = null;
       const check = () => {
         if (this._fatal) return reject(this._fatal), true;
@@ -638,6 +655,14 @@ export class Connection {
     for (const waiter of [...this._waiters]) waiter();
   }
 
+  /**
+   * @param {WebSocket} ws
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {((result: any) => void) | null} [onResult]
+   * @param {((drop: () => void) => void) | null} [onCancel]
+   * @returns {Promise<any>}
+   */
   _request(ws, method, params, onResult = null, onCancel = null) {
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
@@ -657,6 +682,10 @@ export class Connection {
     });
   }
 
+  /**
+   * @param {ConnectionStatus} status
+   * @param {unknown} [detail]
+   */
   _setStatus(status, detail) {
     this.status = status;
     if (this._onStatus) {
@@ -722,6 +751,7 @@ export class Connection {
     }
   }
 
+  /** @param {HeroClientError} error */
   _fail(error) {
     this._fatal = error;
     this._failCalls(null, error);
@@ -730,9 +760,13 @@ export class Connection {
     this._setStatus("failed", error);
   }
 
-  /** A socket that opened: resolves [ws, closed], where `closed` resolves when it ends. */
+  /**
+   * A socket that opened: resolves [ws, closed], where `closed` resolves when it ends.
+   * @returns {Promise<[WebSocket, Promise<unknown>]>}
+   */
   _open() {
     return new Promise((resolve, reject) => {
+      /** @type {WebSocket} */
       let ws;
       try {
         ws = new this._WebSocket(this.url);
@@ -741,6 +775,7 @@ export class Connection {
         return;
       }
       let opened = false;
+      /** @type {(event: unknown) => void} */
       let resolveClosed;
       const closed = new Promise((r) => (resolveClosed = r));
       const timer = setTimeout(() => {
@@ -770,6 +805,7 @@ export class Connection {
     });
   }
 
+  /** @param {WebSocket} ws */
   async _resume(ws) {
     if (this._key !== null) await this._request(ws, "auth.login", { key: this._key });
     for (const sub of [...this._subs]) {
@@ -777,6 +813,7 @@ export class Connection {
     }
   }
 
+  /** @param {string | ArrayBuffer | ArrayBufferView} data */
   _onMessage(data) {
     let message;
     try {
@@ -789,6 +826,7 @@ export class Connection {
     }
   }
 
+  /** @param {any} message A JSON-RPC answer or notification. */
   _dispatch(message) {
     if ("method" in message && !("id" in message)) {
       const params = message.params;
@@ -810,6 +848,10 @@ export class Connection {
     call.resolve(message.result);
   }
 
+  /**
+   * @param {WebSocket | null} ws
+   * @param {HeroClientError} error
+   */
   _failCalls(ws, error) {
     for (const [id, call] of [...this._calls]) {
       if (ws === null || call.ws === ws) {
@@ -830,16 +872,53 @@ export class Connection {
     return new EventStream(this, method, { ...params }, options).start();
   }
 
+  /**
+   * @param {EventStream<any>} sub
+   * @param {string} serverId
+   */
   _bind(sub, serverId) {
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
     sub.serverId = serverId;
     this._byServerId.set(serverId, sub);
   }
 
+  /** @param {EventStream<any>} sub */
   _forget(sub) {
     this._subs.delete(sub);
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Subscriptions (hand-written; copied from gateway/codegen/runtime/stream.js): an
+// EventStream outlives sockets. The connection binds it to the id the server gave it,
+// pushes that id's events, and on a new socket asks it to subscribe again from the last
+// event it delivered.
+// ---------------------------------------------------------------------------------------
+
+/** Pause before re-sending a call whose socket dropped (the reconnect is under way). */
+const RETRY_PAUSE_MS = 50;
+/** A subscription that has seen no event resumes from when it was made, this much earlier. */
+const RESUME_MARGIN_MS = 2000;
+
+/**
+ * An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]).
+ * @param {string} id
+ */
+function streamKey(id) {
+  const [ms, seq] = String(id).split("-");
+  return [Number(ms) || 0, Number(seq) || 0];
+}
+
+/**
+ * Whether stream id `a` comes after `b`.
+ * @param {string} a
+ * @param {string} b
+ */
+function newerThan(a, b) {
+  const [am, as] = streamKey(a);
+  const [bm, bs] = streamKey(b);
+  return am > bm || (am === bm && as > bs);
 }
 
 /**
@@ -860,10 +939,14 @@ export class EventStream {
     this._method = method;
     this._params = params;
     this._options = options;
+    /** @type {E[]} */
     this._queue = [];
+    /** @type {Array<{resolve: (r: IteratorResult<E>) => void, reject: (e: unknown) => void}>} */
     this._takers = [];
     this._ended = false;
+    /** @type {HeroClientError | null} */
     this._endError = null;
+    /** @type {number | null} */
     this._startMs = null;
     this._maxsize = 10000;
     this._iterating = false;
@@ -877,10 +960,8 @@ export class EventStream {
   async start() {
     const client = this._client;
     client._subs.add(this);
-    const deadline =
-      client._timeoutFor(this._params, this._options) === null
-        ? null
-        : Date.now() + client._timeoutFor(this._params, this._options);
+    const ms = client._timeoutFor(this._params, this._options);
+    const deadline = ms === null ? null : Date.now() + ms;
     for (;;) {
       const left = deadline === null ? null : Math.max(deadline - Date.now(), 1);
       try {
@@ -900,6 +981,7 @@ export class EventStream {
     }
   }
 
+  /** @param {any} result The answer of the subscribe call. */
   _onSubscribed(result) {
     if (result && typeof result.subscription === "string") {
       if (this._startMs === null) this._startMs = Date.now();
@@ -907,6 +989,7 @@ export class EventStream {
     }
   }
 
+  /** @param {WebSocket} ws */
   async _resubscribe(ws) {
     const params = { ...this._params };
     if (this.lastId !== null) params.since = this.lastId;
@@ -923,6 +1006,7 @@ export class EventStream {
     }
   }
 
+  /** @param {E & {id?: unknown}} event */
   _push(event) {
     if (this._ended) return;
     if (typeof event.id === "string") {
@@ -946,6 +1030,7 @@ export class EventStream {
     }
   }
 
+  /** @param {HeroClientError | null} error */
   _end(error) {
     if (this._ended) return;
     this._ended = true;
@@ -967,7 +1052,9 @@ export class EventStream {
   /** The next event (async iterator protocol). @returns {Promise<IteratorResult<E>>} */
   next() {
     this._iterating = true;
-    if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
+    if (this._queue.length) {
+      return Promise.resolve({ value: /** @type {E} */ (this._queue.shift()), done: false });
+    }
     if (this._ended) {
       return this._endError
         ? Promise.reject(this._endError)
@@ -1183,6 +1270,7 @@ export class HeroClient extends Connection {
 
   /**
    * Receive job.event notifications for some jobs, or for a script type.
+   *
    * WebSocket only (-32002 over HTTP). Without job_ids and script_type: every event the
    * identity may see. Events arrive as `job.event` notifications (see x-notifications).
    * Subscriptions end with the connection.

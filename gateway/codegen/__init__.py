@@ -3,7 +3,8 @@
 ``openrpc/openrpc.json`` is the one description of the API, so the clients
 are written from it rather than by hand: a Python package (``clients/python``,
 see ``python_client``) and a browser/Node ES module (``clients/js``, see
-``js_client``; a copy is served by the gateway's page from ``gateway/web``).
+``js_client``; the gateway renders the same module for its page, see
+``gateway.web``).
 ``check`` tells which files on disk differ from what the contract gives now,
 so a test (and CI) catches a contract change whose clients were not
 regenerated.

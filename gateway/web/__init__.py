@@ -1,11 +1,12 @@
 """The operator console, served at ``/``: jobs, a job's detail, live charts, DLQ.
 
 Plain static files (no framework, no build step) that talk to the gateway
-through the generated JS client, the same one users get. The client module
-is a generated copy (``hero-gateway codegen`` writes it here too), because
-an installed gateway has no ``clients/`` folder. Only the files listed below
-are served: mounting this package folder as static files would also serve
-its Python sources.
+through the generated JS client, the same one users get. An installed
+gateway has no ``clients/`` folder, and a second committed copy here would be
+one fact in two places, so the gateway renders the client from its own
+contract on first request (``client_module``) and keeps it. Only the files
+listed below are served: mounting this package folder as static files would
+also serve its Python sources.
 
 The chart library is the ``plotly.min.js`` inside the ``plotly`` Python
 package (a dependency, so it ships with the gateway and works offline), served
@@ -25,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from gateway.codegen import js_client
+from gateway.codegen.model import load
 from gateway.pipeline.charts import plotly_js
 
 WEB_DIR = Path(__file__).resolve().parent
@@ -41,9 +44,10 @@ FILES: dict[str, tuple[str, str]] = {
     "/web/admin.js": ("admin.js", _JS),
     "/web/report.js": ("report.js", _JS),
     "/web/style.css": ("style.css", "text/css; charset=utf-8"),
-    "/client/hero-client.js": ("hero-client.js", _JS),
 }
 PLOTLY_URL = "/web/plotly.min.js"
+#: Where the page (and anyone) gets the generated JS client.
+CLIENT_URL = f"/client/{js_client.MODULE}"
 
 
 def _endpoint(name: str, media_type: str) -> Callable[[Request], Awaitable[Response]]:
@@ -74,6 +78,17 @@ async def _serve_plotly(request: Request) -> Response:
     return Response(raw, media_type=_JS, headers=headers)
 
 
+@functools.cache
+def client_module() -> bytes:
+    """The JS client as ``hero-gateway codegen`` writes ``clients/js/hero-client.js``,
+    rendered from the contract this gateway serves (once per process)."""
+    return js_client.emit_module(load()).encode()
+
+
+async def _serve_client(request: Request) -> Response:
+    return Response(client_module(), media_type=_JS, headers={"Cache-Control": "no-cache"})
+
+
 def web_routes() -> list[Route]:
     """The page's routes, for the gateway's Starlette app."""
     routes = [
@@ -81,4 +96,5 @@ def web_routes() -> list[Route]:
         for url, (name, media_type) in FILES.items()
     ]
     routes.append(Route(PLOTLY_URL, _serve_plotly, methods=["GET", "HEAD"]))
+    routes.append(Route(CLIENT_URL, _serve_client, methods=["GET", "HEAD"]))
     return routes

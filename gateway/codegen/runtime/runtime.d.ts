@@ -1,5 +1,7 @@
 // --- the connection (see hero-client.js) -------------------------------------------------
 
+import type { HeroClientError } from "./errors.js";
+
 export type ConnectionStatus = "connecting" | "open" | "reconnecting" | "closed" | "failed";
 
 export interface ClientOptions {

@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------------------------------
 // The connection under HeroClient (hand-written; copied from
-// gateway/codegen/templates/runtime.js.in). It keeps one WebSocket alive:
+// gateway/codegen/runtime/connection.js). It keeps one WebSocket alive:
 // - answers are matched to calls by id; a call waits for its answer, its timeout,
 //   or the loss of the socket it went out on (ConnectionLost);
 // - when the socket drops it reconnects with exponential backoff and jitter, logs in
@@ -10,14 +10,20 @@
 // - a key the server refuses (-32004) is fatal: no reconnect can fix it.
 // ---------------------------------------------------------------------------------------
 
-/** JSON-RPC code of a refused key (the contract's Unauthenticated). */
-const UNAUTHENTICATED = -32004;
+import {
+  CallTimeout,
+  ConnectionLost,
+  HeroClientError,
+  RpcError,
+  SubscriptionLost,
+  errorFor,
+} from "./errors.js";
+import { EventStream } from "./stream.js";
+
+/** @internal JSON-RPC code of a refused key (the contract's Unauthenticated). */
+export const UNAUTHENTICATED = -32004;
 /** Extra milliseconds a call that makes the server wait (`wait`) gets over that wait. */
 const WAIT_GRACE_MS = 10000;
-/** Pause before re-sending a call whose socket dropped (the reconnect is under way). */
-const RETRY_PAUSE_MS = 50;
-/** A subscription that has seen no event resumes from when it was made, this much earlier. */
-const RESUME_MARGIN_MS = 2000;
 
 /**
  * Connection status, as told to `onStatus`.
@@ -51,20 +57,9 @@ const RESUME_MARGIN_MS = 2000;
  * @property {(error: HeroClientError | null) => void} [onEnd] Called once when the stream ends.
  */
 
-function sleep(ms) {
+/** @internal A promise that resolves after `ms` milliseconds. @param {number} ms */
+export function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** An events-stream id as a comparable pair ("1700000000000-3" → [1700000000000, 3]). */
-function streamKey(id) {
-  const [ms, seq] = String(id).split("-");
-  return [Number(ms) || 0, Number(seq) || 0];
-}
-
-function newerThan(a, b) {
-  const [am, as] = streamKey(a);
-  const [bm, bs] = streamKey(b);
-  return am > bm || (am === bm && as > bs);
 }
 
 /** A random id usable as a job_id (idempotency key); works outside secure contexts too. */
@@ -79,6 +74,7 @@ export function randomId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** @param {string | ArrayBuffer | ArrayBufferView} data */
 function frameText(data) {
   if (typeof data === "string") return data;
   return new TextDecoder().decode(data instanceof ArrayBuffer ? new Uint8Array(data) : data);
@@ -165,6 +161,11 @@ export class Connection {
     return this._invoke(method, params, options, null);
   }
 
+  /**
+   * @param {Record<string, unknown> | null | undefined} params
+   * @param {CallOptions | null | undefined} options
+   * @returns {number | null}
+   */
   _timeoutFor(params, options) {
     let ms = options && options.timeoutMs !== undefined ? options.timeoutMs : this.timeoutMs;
     const wait = params ? params.wait : undefined;
@@ -172,10 +173,19 @@ export class Connection {
     return ms;
   }
 
+  /**
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {CallOptions} options
+   * @param {((result: any) => void) | null} onResult
+   * @returns {Promise<any>}
+   */
   async _invoke(method, params, options, onResult) {
     const ms = this._timeoutFor(params, options);
     let timedOut = false;
+    /** @type {ReturnType<typeof setTimeout> | null} */
     let timer = null;
+    /** @type {(() => void) | null} */
     let dropCall = null;
     const expired = new Promise((_, reject) => {
       if (ms === null) return;
@@ -204,8 +214,13 @@ export class Connection {
     this._running = this._run().catch((err) => this._fail(err));
   }
 
+  /**
+   * @param {number | null} ms
+   * @returns {Promise<WebSocket>}
+   */
   _waitReady(ms) {
     return new Promise((resolve, reject) => {
+      /** @type {ReturnType<typeof setTimeout> | null} */
       let timer = null;
       const check = () => {
         if (this._fatal) return reject(this._fatal), true;
@@ -234,6 +249,14 @@ export class Connection {
     for (const waiter of [...this._waiters]) waiter();
   }
 
+  /**
+   * @param {WebSocket} ws
+   * @param {string} method
+   * @param {Record<string, unknown>} params
+   * @param {((result: any) => void) | null} [onResult]
+   * @param {((drop: () => void) => void) | null} [onCancel]
+   * @returns {Promise<any>}
+   */
   _request(ws, method, params, onResult = null, onCancel = null) {
     const id = this._nextId++;
     return new Promise((resolve, reject) => {
@@ -253,6 +276,10 @@ export class Connection {
     });
   }
 
+  /**
+   * @param {ConnectionStatus} status
+   * @param {unknown} [detail]
+   */
   _setStatus(status, detail) {
     this.status = status;
     if (this._onStatus) {
@@ -318,6 +345,7 @@ export class Connection {
     }
   }
 
+  /** @param {HeroClientError} error */
   _fail(error) {
     this._fatal = error;
     this._failCalls(null, error);
@@ -326,9 +354,13 @@ export class Connection {
     this._setStatus("failed", error);
   }
 
-  /** A socket that opened: resolves [ws, closed], where `closed` resolves when it ends. */
+  /**
+   * A socket that opened: resolves [ws, closed], where `closed` resolves when it ends.
+   * @returns {Promise<[WebSocket, Promise<unknown>]>}
+   */
   _open() {
     return new Promise((resolve, reject) => {
+      /** @type {WebSocket} */
       let ws;
       try {
         ws = new this._WebSocket(this.url);
@@ -337,6 +369,7 @@ export class Connection {
         return;
       }
       let opened = false;
+      /** @type {(event: unknown) => void} */
       let resolveClosed;
       const closed = new Promise((r) => (resolveClosed = r));
       const timer = setTimeout(() => {
@@ -366,6 +399,7 @@ export class Connection {
     });
   }
 
+  /** @param {WebSocket} ws */
   async _resume(ws) {
     if (this._key !== null) await this._request(ws, "auth.login", { key: this._key });
     for (const sub of [...this._subs]) {
@@ -373,6 +407,7 @@ export class Connection {
     }
   }
 
+  /** @param {string | ArrayBuffer | ArrayBufferView} data */
   _onMessage(data) {
     let message;
     try {
@@ -385,6 +420,7 @@ export class Connection {
     }
   }
 
+  /** @param {any} message A JSON-RPC answer or notification. */
   _dispatch(message) {
     if ("method" in message && !("id" in message)) {
       const params = message.params;
@@ -406,6 +442,10 @@ export class Connection {
     call.resolve(message.result);
   }
 
+  /**
+   * @param {WebSocket | null} ws
+   * @param {HeroClientError} error
+   */
   _failCalls(ws, error) {
     for (const [id, call] of [...this._calls]) {
       if (ws === null || call.ws === ws) {
@@ -426,174 +466,19 @@ export class Connection {
     return new EventStream(this, method, { ...params }, options).start();
   }
 
+  /**
+   * @param {EventStream<any>} sub
+   * @param {string} serverId
+   */
   _bind(sub, serverId) {
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
     sub.serverId = serverId;
     this._byServerId.set(serverId, sub);
   }
 
+  /** @param {EventStream<any>} sub */
   _forget(sub) {
     this._subs.delete(sub);
     if (sub.serverId !== null) this._byServerId.delete(sub.serverId);
-  }
-}
-
-/**
- * A live stream of events, kept across reconnects. Iterate it with `for await`, or pass
- * `onEvent`. Events come once each, in stream order; `lastId` is the id of the last one
- * delivered (pass it as `since` to carry on later).
- * @template E
- */
-export class EventStream {
-  /**
-   * @param {Connection} client
-   * @param {string} method
-   * @param {Record<string, unknown>} params
-   * @param {SubscribeOptions<E>} options
-   */
-  constructor(client, method, params, options = {}) {
-    this._client = client;
-    this._method = method;
-    this._params = params;
-    this._options = options;
-    this._queue = [];
-    this._takers = [];
-    this._ended = false;
-    this._endError = null;
-    this._startMs = null;
-    this._maxsize = 10000;
-    this._iterating = false;
-    /** @type {string | null} */
-    this.serverId = null;
-    /** @type {string | null} */
-    this.lastId = typeof params.since === "string" ? params.since : null;
-  }
-
-  /** @returns {Promise<EventStream<E>>} */
-  async start() {
-    const client = this._client;
-    client._subs.add(this);
-    const deadline =
-      client._timeoutFor(this._params, this._options) === null
-        ? null
-        : Date.now() + client._timeoutFor(this._params, this._options);
-    for (;;) {
-      const left = deadline === null ? null : Math.max(deadline - Date.now(), 1);
-      try {
-        await client._invoke(this._method, this._params, { timeoutMs: left }, (r) =>
-          this._onSubscribed(r),
-        );
-        return this;
-      } catch (err) {
-        const retry = client.reconnect && !client._closed && !client._fatal;
-        if (err instanceof ConnectionLost && retry) {
-          await sleep(RETRY_PAUSE_MS); // the socket dropped mid-call: subscribe on the next one
-          continue;
-        }
-        this._end(null);
-        throw err;
-      }
-    }
-  }
-
-  _onSubscribed(result) {
-    if (result && typeof result.subscription === "string") {
-      if (this._startMs === null) this._startMs = Date.now();
-      this._client._bind(this, result.subscription);
-    }
-  }
-
-  async _resubscribe(ws) {
-    const params = { ...this._params };
-    if (this.lastId !== null) params.since = this.lastId;
-    else if (this._startMs !== null)
-      params.since = `${Math.max(this._startMs - RESUME_MARGIN_MS, 0)}-0`;
-    try {
-      await this._client._request(ws, this._method, params, (r) => this._onSubscribed(r));
-    } catch (err) {
-      if (err instanceof RpcError && err.code !== UNAUTHENTICATED) {
-        this._end(new SubscriptionLost(`could not resume the subscription: ${err.message}`));
-        return;
-      }
-      throw err;
-    }
-  }
-
-  _push(event) {
-    if (this._ended) return;
-    if (typeof event.id === "string") {
-      if (this.lastId !== null && !newerThan(event.id, this.lastId)) return; // seen already
-      this.lastId = event.id;
-    }
-    if (this._options.onEvent) {
-      try {
-        this._options.onEvent(event);
-      } catch (err) {
-        console.error("hero-client: onEvent failed", err);
-      }
-    }
-    const taker = this._takers.shift();
-    if (taker) {
-      taker.resolve({ value: event, done: false });
-    } else if (this._queue.length >= this._maxsize) {
-      this._end(new SubscriptionLost("events were not read fast enough"));
-    } else if (!this._options.onEvent || this._iterating) {
-      this._queue.push(event);
-    }
-  }
-
-  _end(error) {
-    if (this._ended) return;
-    this._ended = true;
-    this._endError = error;
-    this._client._forget(this);
-    for (const taker of this._takers.splice(0)) {
-      if (error) taker.reject(error);
-      else taker.resolve({ value: undefined, done: true });
-    }
-    if (this._options.onEnd) {
-      try {
-        this._options.onEnd(error);
-      } catch (err) {
-        console.error("hero-client: onEnd failed", err);
-      }
-    }
-  }
-
-  /** The next event (async iterator protocol). @returns {Promise<IteratorResult<E>>} */
-  next() {
-    this._iterating = true;
-    if (this._queue.length) return Promise.resolve({ value: this._queue.shift(), done: false });
-    if (this._ended) {
-      return this._endError
-        ? Promise.reject(this._endError)
-        : Promise.resolve({ value: undefined, done: true });
-    }
-    return new Promise((resolve, reject) => this._takers.push({ resolve, reject }));
-  }
-
-  /** Stop iterating: unsubscribes. */
-  async return() {
-    await this.close();
-    return { value: undefined, done: true };
-  }
-
-  [Symbol.asyncIterator]() {
-    return this;
-  }
-
-  /** Unsubscribe (best effort: the server ends it with the connection anyway). */
-  async close() {
-    if (this._ended) return;
-    const serverId = this.serverId;
-    this._end(null);
-    const ws = this._client._ws;
-    if (serverId !== null && ws && this._client.connected) {
-      try {
-        await this._client._request(ws, "job.unsubscribe", { subscription: serverId });
-      } catch {
-        // gone with the connection anyway
-      }
-    }
   }
 }

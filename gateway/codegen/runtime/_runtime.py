@@ -1,7 +1,8 @@
 """The connection under ``HeroClient``: JSON-RPC framing, reconnects, subscriptions.
 
-Hand-written (the generator copies it verbatim), so the generated methods stay
-one line each. What it promises:
+Hand-written (the generator copies it verbatim, with ``_stream.py`` for the
+subscriptions, ``_timeouts.py`` and ``_errors.py``), so the generated methods
+stay one line each. What it promises:
 
 - One WebSocket, one reader task. Answers are matched to calls by id; a call
   waits for its answer, its timeout, or the loss of the socket it was sent on
@@ -22,20 +23,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import enum
 import itertools
 import json
 import logging
 import random
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Generic, Literal, Self, TypeVar, cast
+from typing import Any, Literal, Self
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from .errors import (
+from ._errors import (
+    UNAUTHENTICATED,
     CallTimeout,
     ConnectionLost,
     HeroClientError,
@@ -43,38 +44,14 @@ from .errors import (
     SubscriptionLost,
     error_for,
 )
+from ._stream import EventStream
+from ._timeouts import RESUME_MARGIN_MS, RETRY_PAUSE, WAIT_GRACE, Default, Timeout
+
+# What the generated client takes from here (RETRY_PAUSE, Default and Timeout live in
+# _timeouts, EventStream in _stream).
+__all__ = ["RETRY_PAUSE", "Connection", "Default", "EventStream", "Timeout"]
 
 log = logging.getLogger("hero_client")
-
-E = TypeVar("E")
-
-#: JSON-RPC code of a refused key (the contract's Unauthenticated).
-UNAUTHENTICATED = -32004
-#: Extra seconds a call that makes the server wait (``wait``) gets over that wait.
-WAIT_GRACE = 10.0
-#: Seconds between re-sending a call whose socket dropped (the reconnect is under way).
-RETRY_PAUSE = 0.05
-#: A subscription that has seen no event yet resumes from when it was made, this many
-#: milliseconds earlier (clock granularity and skew; an extra event beats a lost one).
-RESUME_MARGIN_MS = 2000
-
-
-class Default(enum.Enum):
-    """``timeout=Default.TIMEOUT``: the client's own timeout."""
-
-    TIMEOUT = "default"
-
-
-Timeout = float | None | Default
-
-
-def stream_key(event_id: str) -> tuple[int, int]:
-    """An events-stream id as a comparable pair (``"1700000000000-3"`` → ``(…, 3)``)."""
-    ms, _, seq = event_id.partition("-")
-    try:
-        return int(ms), int(seq or 0)
-    except ValueError:
-        return (0, 0)
 
 
 class _Call:
@@ -442,159 +419,3 @@ class Connection:
         self._subs.discard(sub)
         if sub.server_id is not None:
             self._by_server_id.pop(sub.server_id, None)
-
-
-class _End:
-    """Queued after a subscription's last event."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: HeroClientError | None) -> None:
-        self.error = error
-
-
-class EventStream(Generic[E]):
-    """A live stream of events, kept across reconnects.
-
-    Use it as an async iterator; start it with ``await`` (or ``async with``, which
-    also ends it), or just start iterating. Events are delivered once each, in
-    stream order. ``last_id`` is the id of the last event delivered: pass it as
-    ``since`` to a later subscription to carry on where this one stopped.
-    Events wait in a buffer of ``maxsize`` until read; a reader that falls that
-    far behind gets ``SubscriptionLost`` rather than unbounded memory.
-    """
-
-    def __init__(
-        self,
-        client: Connection,
-        method: str,
-        params: dict[str, Any],
-        timeout: Timeout,
-        maxsize: int = 10_000,
-    ) -> None:
-        self._client = client
-        self._method = method
-        self._params = params
-        self._timeout = timeout
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._maxsize = maxsize
-        self._started = False
-        self._ended = False
-        self._start_ms: int | None = None
-        self.server_id: str | None = None
-        self.last_id: str | None = params.get("since")
-
-    async def start(self) -> EventStream[E]:
-        """Subscribe on the server (once). A socket that drops meanwhile is not an
-        error: it subscribes again on the next one, within the same timeout."""
-        if self._started:
-            return self
-        self._started = True
-        client = self._client
-        client._subs.add(self)
-        seconds = client._timeout_for(self._params, self._timeout)
-        try:
-            async with asyncio.timeout(seconds):
-                while True:
-                    try:
-                        await client._invoke(self._method, self._params, None, self._on_subscribed)
-                        return self
-                    except ConnectionLost:
-                        if not client.reconnect or client._closed or client._fatal is not None:
-                            raise
-                        await asyncio.sleep(RETRY_PAUSE)
-        except TimeoutError as exc:
-            self._end(None)
-            if isinstance(exc, HeroClientError):
-                raise
-            raise CallTimeout(f"{self._method}: no answer within {seconds} s") from None
-        except BaseException:
-            self._end(None)
-            raise
-
-    def __await__(self) -> Generator[Any, None, EventStream[E]]:
-        return self.start().__await__()
-
-    async def __aenter__(self) -> EventStream[E]:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    def __aiter__(self) -> EventStream[E]:
-        return self
-
-    async def __anext__(self) -> E:
-        if not self._started:
-            await self.start()
-        item = await self._queue.get()
-        if isinstance(item, _End):
-            self._queue.put_nowait(item)  # stays ended for every later read
-            if item.error is not None:
-                raise item.error
-            raise StopAsyncIteration
-        return cast(E, item)
-
-    async def next(self, timeout: float | None = None) -> E:
-        """The next event, waiting at most ``timeout`` seconds (CallTimeout)."""
-        try:
-            async with asyncio.timeout(timeout):
-                return await self.__anext__()
-        except TimeoutError:
-            raise CallTimeout(f"no event within {timeout} s") from None
-
-    async def close(self) -> None:
-        """Unsubscribe (best effort: the server ends it with the connection anyway)."""
-        if self._ended:
-            return
-        server_id = self.server_id
-        self._end(None)
-        ws = self._client._ws
-        if server_id is not None and ws is not None and self._client.connected:
-            with contextlib.suppress(HeroClientError, ConnectionClosed, TimeoutError):
-                async with asyncio.timeout(5):
-                    await self._client._request(ws, "job.unsubscribe", {"subscription": server_id})
-
-    # -- called by the connection ------------------------------------------------------
-
-    def _on_subscribed(self, result: Any) -> None:
-        if isinstance(result, dict) and isinstance(result.get("subscription"), str):
-            if self._start_ms is None:
-                self._start_ms = self._client.server_now_ms()
-            self._client._bind(self, result["subscription"])
-
-    async def _resubscribe(self, ws: ClientConnection) -> None:
-        params = dict(self._params)
-        if self.last_id is not None:
-            params["since"] = self.last_id
-        elif self._start_ms is not None:
-            params["since"] = f"{max(self._start_ms - RESUME_MARGIN_MS, 0)}-0"
-        try:
-            await self._client._request(ws, self._method, params, self._on_subscribed)
-        except RpcError as exc:
-            self._end(SubscriptionLost(f"could not resume the subscription: {exc}"))
-
-    def _push(self, event: dict[str, Any]) -> None:
-        if self._ended:
-            return
-        event_id = event.get("id")
-        if isinstance(event_id, str):
-            if self.last_id is not None and stream_key(event_id) <= stream_key(self.last_id):
-                return  # already delivered (a replay overlapping what we saw)
-            self.last_id = event_id
-        if self._queue.qsize() >= self._maxsize:
-            self._end(SubscriptionLost("events were not read fast enough"))
-            return
-        self._queue.put_nowait(event)
-
-    def _end(self, error: HeroClientError | None) -> None:
-        if self._ended:
-            return
-        self._ended = True
-        self._client._forget(self)
-        self._queue.put_nowait(_End(error))
