@@ -169,6 +169,25 @@ async def test_admins_reach_every_job(server: Server, keyring: dict[str, str]) -
         assert (await ops.call("job.stop", {"job_id": "bob-job-1"}))["status"] == "stopped"
 
 
+async def test_queue_stats_show_a_user_no_other_callers_queues(
+    server: Server, keyring: dict[str, str]
+) -> None:
+    """Bob's group and instance are names he chose: alice sees the type-level
+    queues only, an admin sees them all."""
+    spec = job(job_id="bob-grouped", group="bobsecretgrp", instance="bobinst")
+    async with as_(server, keyring["bob"]) as bob:
+        for spec in (spec, job(job_id="bob-plain")):
+            await bob.call("job.create", {"job": spec})
+            await bob.call("job.start", {"job_id": spec["job_id"]})
+    async with as_(server, keyring["alice"]) as alice, as_(server, keyring["ops"]) as ops:
+        seen = await alice.call("queue.stats", {})
+        everything = await ops.call("queue.stats", {})
+    assert "bobsecretgrp" not in json.dumps(seen)
+    assert all(q["group"] is None for q in seen["queues"])
+    assert sum(q["depth"] for q in seen["queues"]) >= 1  # the type queue: shared, shown
+    assert any(q["group"] == "bobsecretgrp" and q["depth"] == 1 for q in everything["queues"])
+
+
 @pytest.mark.parametrize(
     ("method", "params", "path"),
     [

@@ -49,6 +49,16 @@ def scope_of(method: str) -> str:
     return scope
 
 
+def visible_queues(who: Identity, queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The queues ``who`` may see in ``queue.stats``. Group and instance names
+    come from callers' JobSpecs, and a queue's depth and age tell when its
+    jobs' owner is busy: a user key sees the type-level queues only (their
+    depths are shared by everyone, like a public status page)."""
+    if who.scope != "user":
+        return queues
+    return [queue for queue in queues if queue["group"] is None]
+
+
 class Access:
     """The identity rules of one method table.
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway import contract
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, Unauthenticated
-from gateway.rpc.access import Access
+from gateway.rpc.access import Access, visible_queues
 from gateway.rpc.backends import Backends, JsonObject
 from gateway.rpc.context import ANONYMOUS, CallContext, Identity, Subscriptions
 from gateway.rpc.dispatch import Dispatcher, Handler, Observer
@@ -156,7 +156,8 @@ class _Handlers:
     # -- queues, actors, stats ---------------------------------------------------------
 
     async def queue_stats(self, params: Params, ctx: CallContext) -> JsonObject:
-        return {"queues": await self._sup.queue_stats(script_type=params.get("script_type"))}
+        queues = await self._sup.queue_stats(script_type=params.get("script_type"))
+        return {"queues": visible_queues(self.access.identity(ctx), queues)}
 
     async def dlq_list(self, params: Params, ctx: CallContext) -> JsonObject:
         entries = await self._sup.dlq_list(
