@@ -464,6 +464,27 @@ async def test_an_outside_actors_end_is_retained_and_its_copies_go(
         await sup.close()
 
 
+async def test_an_outside_end_nobody_waits_for_is_recorded_by_maintenance(
+    quick: Config, rds: aioredis.Redis
+) -> None:
+    """An outside actor pops the only copy of a job of ours and ends it in the
+    hash; no waiter sweeps it and no actor of ours meets it: the maintenance
+    tick records that end, once, with our retention."""
+    sup = await Supervisor.connect(quick)
+    try:
+        await sup.create(job("x", script_type="osis", job_id="n1"))
+        await sup.start("n1")
+        assert await rds.lpop("hero:q:work:type:osis") == "n1"
+        await rds.hset("hero:job:n1", mapping={"status": "finished", "output": "osis"})
+        await rds.lpush("hero:q:reply:n1", "osis")
+        assert (await sup.maintenance.tick())["expired"] == 1
+        await assert_ended_once(rds, "n1", "osis")
+        assert (await sup.maintenance.tick())["expired"] == 0  # recorded once
+        assert len(await terminal_events(rds, "n1")) == 1
+    finally:
+        await sup.close()
+
+
 async def test_a_claim_that_meets_an_outside_end_records_it(
     compat: Config, rds: aioredis.Redis, echo: Any
 ) -> None:

@@ -1018,7 +1018,10 @@ local function hero_expire(_, args)
       -- alive: its key is there, or the detector still waits for it (see hero_watch)
       local alive = f[3] and f[3] ~= '' and (redis.call('EXISTS', f[3]) == 1
         or (tonumber(redis.call('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
-      if f[1] == 'started' and deadline < ctx.ms and not alive then
+      if TERMINAL[f[1] or ''] then
+        -- an outside actor ended it in the hash and nobody waited to notice
+        if record_outside(ctx, id, f[1]) then n = n + 1 end
+      elseif f[1] == 'started' and deadline < ctx.ms and not alive then
         fail_attempt(ctx, id, idx, 'timeout', 'timed out: no answer from its actor')
         n = n + 1
       end
