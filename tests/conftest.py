@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,3 +148,25 @@ async def actors(config: Config) -> AsyncIterator[Callable[..., Actor]]:
     for actor, _ in started:
         actor.stop()
     await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Subprocesses a test starts (actors, CLIs): killed and reaped at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for every pipeline test (its JVM starts once)."""
+    from gateway.pipeline.spark import SparkOptions, session
+
+    s = session(SparkOptions(master="local[2]", shuffle_partitions=4))
+    yield s
+    s.stop()

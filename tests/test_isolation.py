@@ -174,9 +174,9 @@ async def test_queue_stats_show_a_user_no_other_callers_queues(
 ) -> None:
     """Bob's group and instance are names he chose: alice sees the type-level
     queues only, an admin sees them all."""
-    spec = job(job_id="bob-grouped", group="bobsecretgrp", instance="bobinst")
+    grouped = job(job_id="bob-grouped", group="bobsecretgrp", instance="bobinst")
     async with as_(server, keyring["bob"]) as bob:
-        for spec in (spec, job(job_id="bob-plain")):
+        for spec in (grouped, job(job_id="bob-plain")):
             await bob.call("job.create", {"job": spec})
             await bob.call("job.start", {"job_id": spec["job_id"]})
     async with as_(server, keyring["alice"]) as alice, as_(server, keyring["ops"]) as ops:

@@ -27,15 +27,6 @@ from tests.helpers import eventually, job, spawn_actor
 from tests.server_support import Rpc, Server, http_get
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
 async def connect(config: Config) -> Supervisor:
     sup = await Supervisor.connect(config)
     sup.maintenance._interval = 0.2

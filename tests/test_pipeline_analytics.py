@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.cli import add_commands
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.model import PipelineParams
-from gateway.pipeline.spark import SparkOptions, session
 from gateway.pipeline.store import write_events
 from gateway.supervisor import keys
 
@@ -47,13 +45,6 @@ def cli(argv: list[str]) -> int:
 START_MS = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
 MMC = synth.SynthSpec(jobs=20_000, rate=3.0, service_mean=1.0, actors=4, seed=7, start_ms=START_MS)
 SLO_WAIT = 0.5
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    s = session(SparkOptions(master="local[2]", shuffle_partitions=4))
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")

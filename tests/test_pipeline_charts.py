@@ -13,7 +13,6 @@ import asyncio
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import pytest
 from rich.console import Console
 
 from gateway.pipeline import charts, report, synth
-from gateway.pipeline.spark import SparkOptions, session
 from gateway.pipeline.summary import render, tables
 from tests.test_client_harness import RunningGateway, gateway
 from tests.test_metrics import samples
@@ -44,13 +42,6 @@ SPEC = synth.SynthSpec(
     seed=3,
     start_ms=START_MS,
 )
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    s = session(SparkOptions(master="local[2]", shuffle_partitions=4))
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from gateway.config import Config
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.cli import add_commands
 from gateway.pipeline.report import published
-from gateway.pipeline.spark import SparkOptions, session
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
 from tests.helpers import job
@@ -39,14 +38,6 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     result: int = args.func(args)
     return result
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    # The same JVM as the other pipeline modules when they ran first (getOrCreate).
-    s = session(SparkOptions(master="local[2]", shuffle_partitions=4))
-    yield s
-    s.stop()
 
 
 async def test_real_jobs_reach_the_archive_and_the_report(

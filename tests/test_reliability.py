@@ -10,7 +10,7 @@ import signal
 import subprocess
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -140,15 +140,6 @@ async def test_failure_without_retries_is_a_plain_error(
     result = await fsup.run(job(script_type="osis"), wait=20)
     assert (result["status"], result["error"]) == ("error", "failure 1")
     assert await fsup.dlq_list() == []
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        proc.kill()
-        proc.wait()
 
 
 async def test_jobs_of_a_killed_actor_are_re_dispatched(

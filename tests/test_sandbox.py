@@ -261,17 +261,6 @@ def spawn_actor(config: Config, *extra: str, **env: str) -> subprocess.Popen[byt
     )
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
-
-
 def test_an_actor_without_the_sandbox_refuses_to_start(config: Config) -> None:
     env = dict(os.environ, HERO_REDIS_URL=config.redis_url or "", PATH="/nonexistent")
     proc = subprocess.run(
