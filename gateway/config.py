@@ -410,7 +410,8 @@ SETTINGS: tuple[Setting, ...] = (
         "--job-cpu-seconds",
         int,
         0,
-        "CPU seconds of each process of a python job (RLIMIT_CPU; 0: the job's timeout + 5).",
+        "CPU seconds of a whole python job (its cgroup; else per process, RLIMIT_CPU; "
+        "0: the job's timeout + 5).",
         ("actor", "dev"),
     ),
     Setting(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -53,9 +55,36 @@ def test_cgroups_left_by_a_dead_actor_are_swept(cgroups: Cgroups) -> None:
     dead.wait()
     stale = [
         parent / f"{PREFIX}{dead.pid}-old"
-        for parent in (cgroups.memory_parent, cgroups.pids_parent)
+        for parent in (cgroups.memory_parent, cgroups.pids_parent, cgroups.cpu_parent)
+        if parent is not None
     ]
     for folder in stale:
         folder.mkdir()
     detect()
     assert not any(folder.exists() for folder in stale)
+
+
+def test_the_cpu_time_of_every_process_inside_is_counted(group: JobCgroup) -> None:
+    """Two busy children of a shell: the count is their sum, the shell's own is tiny."""
+    assert group.cpu is not None, "these machines let the actor count CPU time per job"
+    assert group.cpu_seconds() < 0.1
+    script = "busy() { while :; do :; done; }; busy & busy & wait"
+    proc = subprocess.Popen(["sh", "-c", script], preexec_fn=group.add)
+    try:
+        deadline = time.monotonic() + 30
+        while group.cpu_seconds() < 0.5:
+            assert time.monotonic() < deadline, "the CPU time of the job is not counted"
+            time.sleep(0.05)
+        assert len(group.pids_inside()) == 3
+        group.kill()
+        assert group.pids_inside() == [] and proc.wait(5) == -9
+        assert group.cpu_seconds() >= 0.5  # what the dead used still counts
+    finally:
+        group.remove()
+        proc.wait()
+
+
+def test_cgroup_v2_cpu_time_is_read_from_cpu_stat(tmp_path: Path) -> None:
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
+    group = JobCgroup((tmp_path,), tmp_path, tmp_path, tmp_path, v2=True)
+    assert group.cpu_seconds() == 2.5

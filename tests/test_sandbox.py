@@ -219,6 +219,49 @@ async def test_the_memory_limit_holds_for_the_whole_job(
     assert result["error"].endswith("memory limit of the job hit (100 MiB)")
 
 
+BUSY = (  # four children, each busy for {each} s of CPU time, saying how far it got
+    "import os, time\n"
+    "for child in range(4):\n"
+    "    if os.fork() == 0:\n"
+    "        mark = 0.0\n"
+    "        while (used := time.process_time()) < {each}:\n"
+    "            if used >= mark:\n"
+    "                os.write(1, f'{{child}} {{used}}\\n'.encode())  # one write: whole lines\n"
+    "                mark = used + 0.05\n"
+    "        os._exit(0)\n"
+    "for _ in range(4):\n"
+    "    os.wait()\n"
+    "print('all done')\n"
+)
+
+
+async def test_the_cpu_time_limit_holds_for_the_whole_job(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    """Each child alone stays under the limit (a per-process RLIMIT_CPU would
+    let the job finish, after 6 s of CPU); together they pass it by far."""
+    actors(python_actor(dataclasses.replace(config, job_cpu_seconds=2)))
+    result = await sup.run(job(BUSY.format(each=1.5), timeout=60), wait=60)
+    assert result["status"] == "error", result
+    assert result["error"].endswith("CPU time limit of the job hit (2 s)"), result
+    assert "all done" not in result["output"]
+    last: dict[str, float] = {}
+    for line in result["output"].splitlines():
+        child, used = line.split()
+        last[child] = float(used)
+    assert max(last.values()) < 1.5
+    assert 1.2 < sum(last.values()) < 3.0, last  # about the limit, far below 4 x 1.5
+
+
+async def test_a_job_under_its_cpu_time_limit_is_unaffected(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    actors(python_actor(dataclasses.replace(config, job_cpu_seconds=2)))
+    result = await sup.run(job(BUSY.format(each=0.2), timeout=60), wait=60)
+    assert result["status"] == "finished", result
+    assert result["output"].endswith("all done\n")
+
+
 async def test_the_log_file_is_capped(sup: Supervisor, actors: Any, config: Config) -> None:
     actors(python_actor(dataclasses.replace(config, job_max_log=100_000)))
     script = "import sys\nfor _ in range(1000):\n    print('x' * 1000, file=sys.stderr)\n"
@@ -348,6 +391,10 @@ async def test_without_cgroups_rlimits_bound_each_process(
     sup: Supervisor, actors: Any, config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("gateway.actor.cgroup.detect", lambda: None)  # as in a container
-    actors(python_actor(dataclasses.replace(config, job_memory_mb=100)))
+    actors(python_actor(dataclasses.replace(config, job_memory_mb=100, job_cpu_seconds=1)))
     result = await sup.run(job("block = bytearray(300 << 20)"), wait=30)
     assert result["status"] == "error" and result["error"].endswith("MemoryError"), result
+    # CPU time: RLIMIT_CPU stops the one busy process (SIGXCPU), not the job as a whole
+    result = await sup.run(job("while True: pass", timeout=60), wait=60)
+    assert result["status"] == "error" and "limit of the job" not in result["error"], result
+    assert result["error"] == "exit code 152", result  # bwrap's 128 + SIGXCPU (24)

@@ -3,10 +3,16 @@
 The actor makes each job's cgroup under its own (``/proc/self/cgroup``):
 cgroup v2 where its own cgroup may enable the ``memory`` and ``pids``
 controllers for children, else cgroup v1's ``memory`` and ``pids``
-hierarchies. The job's first process enters it before it execs (so nothing
-it forks escapes), and after the job every process left in it is killed and
-the folder removed. ``detect`` returns None where neither is writable; the
-executor then falls back to per-process rlimits.
+hierarchies, plus ``cpuacct`` where it is writable too. The job's first
+process enters it before it execs (so nothing it forks escapes), and after
+the job every process left in it is killed and the folder removed. ``detect``
+returns None where neither is writable; the executor then falls back to
+per-process rlimits.
+
+The kernel enforces memory and processes. CPU time it only counts (v2's
+``cpu.stat``, which every v2 cgroup has, or v1's ``cpuacct.usage``): the
+executor watches that count and kills the job past its limit. Without it
+(v1 without a writable ``cpuacct``) CPU time stays a per-process rlimit.
 """
 
 from __future__ import annotations
@@ -54,16 +60,20 @@ def _sweep(parent: Path) -> None:
 
 @dataclass(frozen=True)
 class Cgroups:
-    """Where job cgroups go: ``version`` "v2" (one folder) or "v1" (memory, pids)."""
+    """Where job cgroups go: ``version`` "v2" (one folder) or "v1" (memory,
+    pids, and cpuacct if ``cpu_parent``: None where CPU time is not counted)."""
 
     version: str
     memory_parent: Path
     pids_parent: Path
+    cpu_parent: Path | None = None
 
     def describe(self) -> str:
         if self.version == "v2":
             return f"cgroup v2 under {self.memory_parent}"
-        return f"cgroup v1 under {self.memory_parent} and {self.pids_parent}"
+        parents = [self.memory_parent, self.pids_parent]
+        parents += [self.cpu_parent] if self.cpu_parent else []
+        return f"cgroup v1 under {', '.join(map(str, parents))}"
 
     def create(self, name: str, memory_max: int, procs: int) -> JobCgroup:
         """A new job cgroup limited to ``memory_max`` bytes (no swap) and ``procs`` tasks."""
@@ -71,12 +81,13 @@ class Cgroups:
         if self.version == "v2":
             folder = self.memory_parent / full
             folder.mkdir()
-            cg = JobCgroup((folder,), folder, folder, v2=True)
+            cg = JobCgroup((folder,), folder, folder, folder, v2=True)
             _set(folder, "memory.max", memory_max)
             _set(folder, "memory.swap.max", 0, optional=True)
         else:
             memory, pids = self.memory_parent / full, self.pids_parent / full
-            cg = JobCgroup((memory, pids), memory, pids, v2=False)
+            cpu = self.cpu_parent / full if self.cpu_parent else None
+            cg = JobCgroup((memory, pids, *([cpu] if cpu else [])), memory, pids, cpu, v2=False)
             for folder in cg.folders:
                 folder.mkdir()
             _set(cg.memory, "memory.limit_in_bytes", memory_max)
@@ -98,6 +109,8 @@ class JobCgroup:
     folders: tuple[Path, ...]
     memory: Path
     pids: Path
+    #: Where its CPU time is counted; None where it is not (see the module's docstring).
+    cpu: Path | None
     v2: bool
 
     def add(self, pid: int = 0) -> None:
@@ -117,6 +130,14 @@ class JobCgroup:
             return []
         return [int(pid) for pid in text.split()]
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user and system) all its processes used so far, those gone included."""
+        if self.cpu is None:
+            return 0.0
+        if self.v2:
+            return _count(self.cpu / "cpu.stat", "usage_usec") / 1e6
+        return int((self.cpu / "cpuacct.usage").read_text()) / 1e9
+
     def limit_hit(self) -> str | None:
         """Which limit the kernel enforced on this job, if any."""
         if _count(self.memory / ("memory.events" if self.v2 else "memory.oom_control"), "oom_kill"):
@@ -125,8 +146,8 @@ class JobCgroup:
             return "processes"
         return None
 
-    def remove(self) -> None:
-        """Kill whatever is still inside, then remove the folders (again: nothing)."""
+    def kill(self) -> None:
+        """SIGKILL every process inside, again until none is left (what they fork meanwhile)."""
         deadline = time.monotonic() + 5
         while pids := self.pids_inside():
             for pid in pids:
@@ -135,6 +156,11 @@ class JobCgroup:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"processes {pids} outlived their job cgroup")
             time.sleep(0.005)
+
+    def remove(self) -> None:
+        """Kill whatever is still inside, then remove the folders (again: nothing)."""
+        self.kill()
+        deadline = time.monotonic() + 5
         for folder in self.folders:
             while folder.exists():  # the last exits may still be in flight
                 try:
@@ -164,7 +190,7 @@ def detect() -> Cgroups | None:
                 control.write_text("+memory +pids")  # EBUSY while processes sit in `own`
             if _writable(own):
                 _sweep(own)
-                return Cgroups("v2", own, own)
+                return Cgroups("v2", own, own, own)
         return None
     mem_path, pids_path = _own("memory"), _own("pids")
     if mem_path is None or pids_path is None:
@@ -173,6 +199,11 @@ def detect() -> Cgroups | None:
     pids = ROOT / "pids" / pids_path.lstrip("/")
     if not (_writable(memory) and _writable(pids)):
         return None
-    _sweep(memory)
-    _sweep(pids)
-    return Cgroups("v1", memory, pids)
+    cpu_path = _own("cpuacct")
+    cpu = None if cpu_path is None else ROOT / "cpuacct" / cpu_path.lstrip("/")
+    if cpu is not None and not _writable(cpu):
+        cpu = None
+    for parent in (memory, pids, cpu):
+        if parent is not None:
+            _sweep(parent)
+    return Cgroups("v1", memory, pids, cpu)

@@ -6,7 +6,10 @@ and its own cgroup (gateway/actor/cgroup.py), with an environment built from scr
 env_vars plus JOB_ID / CALLER_ID / CONTEXT_ID, nothing of the actor's own
 environment. stdout is the job's output (its head), the tail of stderr its
 error; both go to the job's log. With ``HERO_SANDBOX=off`` only the folder,
-the environment and the limits remain.
+the environment and the limits remain. Where its cgroup counts CPU time, the
+job's CPU limit is for all its processes together: a timer reads the count
+while the job runs and kills the job past it; elsewhere it is RLIMIT_CPU,
+per process.
 """
 
 from __future__ import annotations
@@ -32,8 +35,11 @@ from gateway.config import Config
 #: How much of stderr becomes the job's error message.
 ERROR_TAIL = 4096
 MAX_OPEN_FILES = 256
-#: What a limit the kernel enforced is called in the job's error.
-LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit"}
+#: What a limit the kernel (or the CPU watch) enforced is called in the job's error.
+LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit", "cpu": "CPU time limit"}
+#: How often (seconds) the CPU time of a running job is read from its cgroup:
+#: a job may overrun its limit by this much times the machine's cores.
+CPU_POLL = 0.2
 
 
 class PythonExecutor:
@@ -49,15 +55,19 @@ class PythonExecutor:
             self.sandbox = Sandbox(config.job_network, config.job_uid, tmp_bytes=self.memory)
             self.sandbox.check()
         self.cgroups = cgroup.detect()
+        #: CPU time is limited for the whole job (its cgroup counts it), else per process.
+        self.cpu_per_job = self.cgroups is not None and self.cgroups.cpu_parent is not None
         self._pool = WarmPool(self._start_sandbox, warm)
 
     def describe(self) -> dict[str, str]:
         """What the start-up log says about how jobs are confined."""
         limits = self.cgroups.describe() if self.cgroups else "rlimits (per process)"
+        cpu = self.config.job_cpu_seconds or "the timeout + 5"
+        per = "for the whole job (cgroup)" if self.cpu_per_job else "per process (RLIMIT_CPU)"
         return {
             "sandbox": self.sandbox.describe() if self.sandbox else "off",
             "limits": f"{limits}: memory {self.config.job_memory_mb} MiB, "
-            f"{self.config.job_max_procs} processes",
+            f"{self.config.job_max_procs} processes, CPU time {cpu} s {per}",
         }
 
     async def aclose(self) -> None:
@@ -114,7 +124,9 @@ class PythonExecutor:
     ) -> tuple[asyncio.subprocess.Process, cgroup.JobCgroup | None]:
         """HERO_SANDBOX=off: python straight in the job folder, limits set between fork and exec."""
         cg = self._new_cgroup()
-        limits = [*self._rlimits(), (resource.RLIMIT_CPU, cpu_seconds)]
+        limits = self._rlimits()
+        if not self.cpu_per_job:
+            limits.append((resource.RLIMIT_CPU, cpu_seconds))
 
         def preexec() -> None:  # pragma: no cover - runs in the child before exec
             for limit, value in limits:
@@ -138,7 +150,9 @@ class PythonExecutor:
         job = ctx.job
         workdir = Path(tempfile.mkdtemp(prefix=f"hero-job-{os.getpid()}-"))
         cg: cgroup.JobCgroup | None = None
+        watch: asyncio.Task[None] | None = None
         hit: str | None = None
+        cpu = self._cpu(job.timeout)
         try:
             (workdir / "job.py").write_text(job.script)
             inside = JOB_DIR if self.sandbox else str(workdir)
@@ -157,13 +171,17 @@ class PythonExecutor:
                 self.sandbox.prepare(workdir)
                 ready = await self._pool.take()
                 proc, cg = ready.proc, ready.cgroup
-                ready.launch(args, self._cpu(job.timeout))
+                ready.launch(args, None if self.cpu_per_job else cpu)
             else:
-                proc, cg = await self._start_unconfined(workdir, env, self._cpu(job.timeout))
+                proc, cg = await self._start_unconfined(workdir, env, cpu)
+            if cg is not None and cg.cpu is not None:
+                watch = asyncio.create_task(_watch_cpu(cg, cpu))
             code, stdout, stderr = await _wait(proc, ctx.joblog, self.config.job_max_output)
         finally:
+            if watch is not None:
+                watch.cancel()
             if cg is not None:
-                hit = cg.limit_hit()
+                hit = "cpu" if cg.cpu is not None and cg.cpu_seconds() >= cpu else cg.limit_hit()
                 await asyncio.to_thread(cg.remove)
             shutil.rmtree(workdir, ignore_errors=True)
         limit = self.config.job_max_output
@@ -173,11 +191,23 @@ class PythonExecutor:
         if code != 0:  # the output is the stdout, the error the stderr's tail
             tail = stderr.decode("utf-8", "replace").strip()
             if hit:
-                cap = self.config.job_memory_mb if hit == "memory" else self.config.job_max_procs
-                unit = " MiB" if hit == "memory" else ""
-                tail = f"{tail}\n{LIMIT_NAMES[hit]} of the job hit ({cap}{unit})".strip()
+                cap = {"memory": f"{self.config.job_memory_mb} MiB", "cpu": f"{cpu} s",
+                       "processes": str(self.config.job_max_procs)}[hit]  # fmt: skip
+                tail = f"{tail}\n{LIMIT_NAMES[hit]} of the job hit ({cap})".strip()
             raise JobFailed(tail or f"exit code {code}", output=text)
         return text
+
+
+async def _watch_cpu(cg: cgroup.JobCgroup, seconds: int) -> None:
+    """Kill the whole job once all its processes together used ``seconds`` of
+    CPU time (cancelled when the job ends first). One small file read per
+    CPU_POLL, none before the first: the job's start pays nothing."""
+    while True:
+        await asyncio.sleep(CPU_POLL)
+        if cg.cpu_seconds() >= seconds:
+            with contextlib.suppress(RuntimeError):  # remove() after the job retries, and says so
+                await asyncio.to_thread(cg.kill)
+            return
 
 
 async def _wait(

@@ -34,9 +34,11 @@ class Ready:
     cgroup: JobCgroup | None
     args_fd: int
 
-    def launch(self, args: bytes, cpu_seconds: int) -> None:
-        """Set the job's CPU limit, then let it go with ``args`` (see Sandbox.job_args)."""
-        resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    def launch(self, args: bytes, cpu_seconds: int | None) -> None:
+        """Set a per-process CPU limit (``cpu_seconds``; None where the job's
+        cgroup limits it), then let it go with ``args`` (see Sandbox.job_args)."""
+        if cpu_seconds is not None:
+            resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         try:
             view = memoryview(args)
             while view:  # bwrap reads until end-of-file: a long write cannot block for good
