@@ -16,6 +16,7 @@ which would quote it).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -92,7 +93,11 @@ class Dispatcher:
     def _register(self, name: str, handler: Handler) -> jsonrpc.Method:
         """``handler`` as a jsonrpcserver method. It never raises (a raise would
         reach jsonrpcserver, which puts ``str(exc)`` in the response), and the
-        context is positional-only so a param may be called ``ctx`` too."""
+        context is positional-only so a param may be called ``ctx`` too: any
+        params bind, so jsonrpcserver's own params check (a signature bind)
+        always passes and the contract's is the one that answers. The
+        signature is computed once and kept on the function, where
+        ``inspect.signature`` finds it: jsonrpcserver asks on every call."""
 
         async def method(ctx: CallContext, /, *args: Any, **kwargs: Any) -> jsonrpc.Result:
             started = time.perf_counter()
@@ -101,6 +106,7 @@ class Dispatcher:
                 self._observe(name, time.perf_counter() - started, code)
             return result
 
+        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
         return method
 
     async def _answer(
