@@ -84,7 +84,7 @@ async def route(request: Request, methods: dict[str, Method], context: Any) -> R
     )
     if answer is None:
         return None
-    return _answer(request, answer)
+    return _ours(request, answer)
 
 
 def _parsed(element: Any) -> Any:
@@ -93,7 +93,7 @@ def _parsed(element: Any) -> Any:
     return element
 
 
-def _answer(request: Request, wire: Any) -> Response:
+def _ours(request: Request, wire: Any) -> Response:
     """Its serialisable response as ours, with nothing internal left in it."""
     if "result" in wire:
         return messages.Success(request.id, wire["result"])
