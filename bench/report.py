@@ -72,6 +72,13 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
         from sandbox_bench import table
 
         out += table(results["sandbox"])
+    if _ok(results.get("dispatch")):
+        from dispatch_bench import table as dispatch_table
+
+        gw = results.get("gateway")
+        latency = gw.get("latency") if _ok(gw) else None
+        job_run = latency["p50_ms"] if _ok(latency) else None
+        out += dispatch_table(results["dispatch"], job_run)
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

@@ -7,8 +7,8 @@
     .venv/bin/python bench/run.py --profile        # py-spy on our processes too
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
-supervisor, supervisor-latency, gateway, scale, interop, sandbox, arq, rq, celery, dramatiq,
-saq, taskiq, bullmq, naive, redis-benchmark.
+supervisor, supervisor-latency, gateway, scale, interop, sandbox, dispatch, arq, rq, celery,
+dramatiq, saq, taskiq, bullmq, naive, redis-benchmark.
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
 redis-server (AOF off, loopback, free port) is started once and FLUSHALLed
@@ -43,7 +43,15 @@ from common import OUT, loadavg, log, machine, parse_result, python_env, raise_n
 PY_PEERS = ["arq", "rq", "celery", "dramatiq", "saq", "taskiq"]
 PEERS = [*PY_PEERS, "bullmq"]
 CEILING = ["naive", "redis-benchmark"]
-OURS = ["supervisor", "supervisor-latency", "gateway", "scale", "interop", "sandbox"]
+OURS = [
+    "supervisor",
+    "supervisor-latency",
+    "gateway",
+    "scale",
+    "interop",
+    "sandbox",
+    "dispatch",
+]
 ALL = [*OURS, *PEERS, *CEILING]
 
 
@@ -170,6 +178,15 @@ def section_sandbox(url: str, a: argparse.Namespace) -> dict[str, Any]:
     import sandbox_bench
 
     return asyncio.run(sandbox_bench.sandbox_latency(url, calls=min(a.calls, 200), runs=a.runs))
+
+
+def section_dispatch(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    from gateway import eventloop
+
+    import dispatch_bench
+
+    calls = 2000 if a.quick else 20000
+    return eventloop.run(dispatch_bench.dispatch_cost(calls, a.runs))
 
 
 def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
@@ -355,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[name] = section_interop(url, a)
                 elif name == "sandbox":
                     results[name] = section_sandbox(url, a)
+                elif name == "dispatch":
+                    results[name] = section_dispatch(url, a)
                 elif name == "redis-benchmark":
                     results[name] = section_redis_benchmark(url, a)
                 else:

@@ -1,14 +1,22 @@
-"""Answer one element of a frame: look up, validate, call, map the outcome.
+"""Answer one element of a frame: jsonrpcserver routes it, our methods answer it.
+
+Each served method is registered with jsonrpcserver (``jsonrpc.route``) as a
+function that checks the caller's access (before params: -32004/-32005 come
+before -32602), checks the params against the contract, calls the handler
+and returns jsonrpcserver's ``Success`` or ``Error``. Handlers stay plain
+``(params, ctx) -> result`` functions.
 
 Every element is answered on its own and ``dispatch`` never raises (except
 cancellation), so one bad element never costs another its answer. Errors
 reach the client only as codes and client-safe messages: a ``HeroError``
 carries its own code and message, anything else is logged here with its
-traceback and answered as a bare -32603.
+traceback and answered as a bare -32603 (it never reaches jsonrpcserver,
+which would quote it).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,10 +24,10 @@ from typing import Any
 
 from gateway import contract
 from gateway.errors import HeroError
-from gateway.rpc import codes
+from gateway.rpc import codes, jsonrpc
 from gateway.rpc.access import Access, scope_of
 from gateway.rpc.context import CallContext
-from gateway.rpc.messages import Element, Failure, Request, Response, Success
+from gateway.rpc.messages import Element, Failure, Response
 from gateway.rpc.params import ParamsValidator
 from gateway.validation import Schema
 
@@ -63,51 +71,66 @@ class Dispatcher:
             self._results = {
                 name: contract.validator(contract.result_pointer(name)) for name in self._methods
             }
+        self._registered = {name: self._register(name, h) for name, h in self._methods.items()}
 
     @property
     def method_names(self) -> frozenset[str]:
         return frozenset(self._methods)
 
+    @property
+    def registered(self) -> dict[str, jsonrpc.Method]:
+        """The methods as registered with jsonrpcserver: each takes the call's
+        ``CallContext`` then the params (by name, or by position when the
+        request sent an array), and returns its ``Success`` or ``Error``."""
+        return self._registered
+
     async def dispatch(self, element: Element, ctx: CallContext) -> Response | None:
         """The answer to one element; None for a notification."""
         if isinstance(element, Failure):
             return element
-        response = await self.call(element, ctx)
-        return None if element.notification else response
+        return await jsonrpc.route(element, self._registered, ctx)
 
-    async def call(self, request: Request, ctx: CallContext) -> Response:
-        started = time.perf_counter()
-        response = await self._call(request, ctx)
-        if self._observe is not None and request.method in self._methods:
-            code = response.code if isinstance(response, Failure) else None
-            self._observe(request.method, time.perf_counter() - started, code)
-        return response
+    def _register(self, name: str, handler: Handler) -> jsonrpc.Method:
+        """``handler`` as a jsonrpcserver method. It never raises (a raise would
+        reach jsonrpcserver, which puts ``str(exc)`` in the response), and the
+        context is positional-only so a param may be called ``ctx`` too: any
+        params bind, so jsonrpcserver's own params check (a signature bind)
+        always passes and the contract's is the one that answers. The
+        signature is computed once and kept on the function, where
+        ``inspect.signature`` finds it: jsonrpcserver asks on every call."""
 
-    async def _call(self, request: Request, ctx: CallContext) -> Response:
-        handler = self._methods.get(request.method)
-        if handler is None:
-            return Failure(
-                request.id,
-                codes.METHOD_NOT_FOUND,
-                codes.METHOD_NOT_FOUND_MESSAGE,
-                {"method": request.method},
-            )
+        async def method(ctx: CallContext, /, *args: Any, **kwargs: Any) -> jsonrpc.Result:
+            started = time.perf_counter()
+            result, code = await self._answer(name, handler, list(args) if args else kwargs, ctx)
+            if self._observe is not None:
+                self._observe(name, time.perf_counter() - started, code)
+            return result
+
+        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+        return method
+
+    async def _answer(
+        self, name: str, handler: Handler, params: Any, ctx: CallContext
+    ) -> tuple[jsonrpc.Result, int | None]:
+        """Access, then params, then the handler: its outcome as a result, and
+        its error code (None: success)."""
         try:
-            scope = self._scopes[request.method]
+            scope = self._scopes[name]
             who = self._access.enter(scope, ctx)
-            params = self._params[request.method].check(request.params)
-            params = await self._access.admit(scope, who, params)
-            result = await handler(params, ctx)
-            self._check_result(request.method, result)
+            checked = self._params[name].check(params)
+            checked = await self._access.admit(scope, who, checked)
+            result = await handler(checked, ctx)
+            self._check_result(name, result)
         except HeroError as exc:
-            return Failure(request.id, exc.code, exc.message, exc.data)
-        except codes.JsonRpcError as exc:
-            data = None if exc.data is codes.NODATA else exc.data
-            return Failure(request.id, exc.code, exc.message, data)
+            return jsonrpc.failure(exc.code, exc.message, exc.data), exc.code
+        except jsonrpc.JsonRpcError as exc:
+            data = None if exc.data is jsonrpc.NODATA else exc.data
+            return jsonrpc.failure(exc.code, exc.message, data), exc.code
         except Exception:
-            log.exception("rpc method failed", extra={"method": request.method})
-            return Failure(request.id, codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE)
-        return Success(request.id, result)
+            log.exception("rpc method failed", extra={"method": name})
+            internal = jsonrpc.failure(codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE)
+            return internal, codes.INTERNAL_ERROR
+        return jsonrpc.Success(result), None
 
     def _check_result(self, method: str, result: Any) -> None:
         validator = self._results.get(method)

@@ -8,9 +8,10 @@ Three steps, so a transport can put its own concurrency in between:
 
 ``handle_frame`` does all three, answering a batch's elements concurrently.
 
-Why not jsonrpcserver's ``dispatch``: it rejects a whole batch for one bad
-element, puts ``str(exc)`` in -32603 and fails a batch on one unserialisable
-result. Here each element is parsed, answered and serialised on its own.
+Why the frame is not handed to jsonrpcserver whole: it rejects a whole batch
+for one bad element and fails a batch on one unserialisable result. Here each
+element is parsed and serialised on its own; ``Dispatcher`` hands each valid
+Request alone to jsonrpcserver, which routes it (see ``jsonrpc``).
 
 Conformance notes (JSON-RPC 2.0):
 - unparseable text (including invalid UTF-8, NaN/Infinity, nesting deeper
