@@ -11,6 +11,7 @@ repeated items, unknown keys, missing required keys.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import fastjsonschema
@@ -54,12 +55,17 @@ def sample(schema: Any, rng: random.Random, depth: int = 0) -> Any:
         low, high = schema.get("minimum", -5), schema.get("maximum", 10**6)
         return rng.choice([low, high, low - 1, high + 1, rng.randint(low, high)])
     if kind == "number":
-        return rng.choice([0.5, 1, schema.get("minimum", 0), 1e9])
+        low, high = schema.get("minimum", 0), schema.get("maximum", 1e9)
+        return rng.choice([low, high, (low + high) / 2, high + 1])
     if kind == "boolean":
         return rng.choice([True, False])
     if kind == "string":
         texts = ["osis", "python", "a", "", "job-1", "1700000000000-0", "2026-11-22T12:00:00.000Z"]
-        return rng.choice([*texts, "x" * schema.get("maxLength", 10)])
+        texts.append("x" * schema.get("maxLength", 10))
+        # mostly a text that fits the pattern: with many patterned fields a
+        # uniform pick would almost never give a valid whole (perturb breaks it)
+        fitting = [t for t in texts if re.search(schema.get("pattern", ""), t)]
+        return rng.choice(fitting if fitting and rng.random() < 0.8 else texts)
     return rng.choice(AWKWARD)
 
 
