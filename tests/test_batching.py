@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import BackendUnavailable, InvalidJob, InvalidState, JobNotFound
-from gateway.supervisor import Supervisor, library
+from gateway.supervisor import Supervisor, library, submission
 from tests.helpers import job
 
 
@@ -117,7 +117,7 @@ async def test_a_redis_gone_away_fails_every_call_of_the_batch(tmp_path: Path) -
 async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     sup: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    n = Supervisor.SUBMIT_BATCH * 2 + 5
+    n = submission.SUBMIT_BATCH * 2 + 5
     sent = count_calls(sup, monkeypatch)
     answers = await asyncio.gather(
         *(sup.create(job(job_id=f"big-{i}")) for i in range(n)),
@@ -129,8 +129,8 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     flag = 3 + len(library.head(sup.config))  # FCALL name numkeys *head start-flag
     assert [(c[flag], (len(c) - flag - 1) // 3) for c in commands] == [
         ("1", 3),
-        ("0", Supervisor.SUBMIT_BATCH),
-        ("0", Supervisor.SUBMIT_BATCH),
+        ("0", submission.SUBMIT_BATCH),
+        ("0", submission.SUBMIT_BATCH),
         ("0", 5),
     ]
     assert await sup.status("big-run-0") == {"job_id": "big-run-0", "status": "dispatched"}

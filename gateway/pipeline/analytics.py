@@ -11,11 +11,7 @@ Steps (each a DataFrame function, so tests can check them one by one):
                  stream order and only within the same attempt.
 ``jobs``         one row per job: created / dispatched / started / finished times,
                  attempts, retries, outcome (last event), last actor, last error.
-``stats``        counts and wait / run percentiles by (script_type, group, bucket) with
-                 ``rollup``: ``level`` is ``bucket``, ``group``, ``script_type`` or ``all``.
-``actors``       busy time per actor (attempt run times; a running attempt counts
-                 up to the window end) and utilisation = busy / window length.
-``stuck``        jobs whose last event is ``started`` longer than ``stuck_after`` ago.
+``stats``, ``actors``, ``stuck``: the summary tables, in ``summaries``.
 
 Percentiles use ``percentile_approx`` with ``accuracy`` (default 10 000): the
 returned value's rank is within ``n / accuracy`` of the exact rank, i.e. the
@@ -34,11 +30,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from gateway.pipeline import summaries
+from gateway.pipeline.columns import non_negative
 from gateway.pipeline.events import ATTEMPT_END_EVENTS, STRING_FIELDS
 from gateway.pipeline.model import (
-    COUNTED,
-    LEVELS,
-    QUANTILES,
     TERMINAL_EVENTS,
     NoEvents,
     PipelineParams,
@@ -46,6 +41,10 @@ from gateway.pipeline.model import (
     Progress,
 )
 from gateway.supervisor.job import REPORT_EVENTS
+
+#: The Parquet tables ``run`` writes, each in its own folder under ``params.out``.
+TABLES = ("jobs", "attempts", "stats", "actors", "stuck")
+
 
 EVENT_SCHEMA = T.StructType(
     [
@@ -61,11 +60,6 @@ EVENT_SCHEMA = T.StructType(
 def _blank_to_null(name: str) -> Any:
     column = F.col(name)
     return F.when(column != "", column).alias(name)
-
-
-def _non_negative(ms: Any) -> Any:
-    """``max(0, ms)`` that stays null for null (``greatest`` skips nulls: 0 is not "unknown")."""
-    return F.when(ms.isNotNull(), F.greatest(F.lit(0), ms))
 
 
 def read_events(spark: SparkSession, path: str, since_ms: int | None = None) -> DataFrame:
@@ -196,8 +190,8 @@ def attempts(ev: DataFrame) -> DataFrame:
         ended_t.alias("ended_t"),
         F.when(has_end, F.col("next_end.event")).alias("end_event"),
         (~has_end & F.col("next_start").isNull()).alias("open"),
-        (_non_negative(F.col("t") - dispatched_t) / 1000.0).alias("wait_s"),
-        (_non_negative(ended_t - F.col("t")) / 1000.0).alias("run_s"),
+        (non_negative(F.col("t") - dispatched_t) / 1000.0).alias("wait_s"),
+        (non_negative(ended_t - F.col("t")) / 1000.0).alias("run_s"),
     )
 
 
@@ -262,111 +256,6 @@ def jobs(ev: DataFrame) -> DataFrame:
     )
 
 
-def _bucket(t: Any, bucket_ms: int) -> Any:
-    return (F.floor(t / bucket_ms) * bucket_ms).cast("long")
-
-
-def stats(ev: DataFrame, att: DataFrame, bucket_ms: int, accuracy: int) -> DataFrame:
-    """Counts and duration statistics per (script_type, group, bucket) and rolled up."""
-    null_double = F.lit(None).cast("double")
-    events = ev.select(
-        "script_type",
-        "group",
-        _bucket(F.col("t"), bucket_ms).alias("bucket_t"),
-        "event",
-        null_double.alias("wait_s"),
-        null_double.alias("run_s"),
-    )
-    durations = att.select(
-        "script_type",
-        "group",
-        _bucket(F.col("started_t"), bucket_ms).alias("bucket_t"),
-        F.lit(None).cast("string").alias("event"),
-        "wait_s",
-        "run_s",
-    )
-    event = F.col("event")
-    measures: list[Any] = [
-        F.count(F.when(event == name, 1)).alias(column) for name, column in COUNTED
-    ]
-    for name in ("wait", "run"):
-        value = F.col(f"{name}_s")
-        measures += [
-            F.count(value).alias(f"{name}_count"),
-            F.avg(value).alias(f"{name}_mean"),
-            F.max(value).alias(f"{name}_max"),
-            F.percentile_approx(value, list(QUANTILES), accuracy).alias(f"{name}_q"),
-        ]
-    rolled = (
-        events.unionByName(durations)
-        .rollup("script_type", "group", "bucket_t")
-        .agg(
-            F.grouping_id().alias("gid"),
-            *measures,
-        )
-    )
-    level = F.lit(None).cast("string")
-    for gid, name in LEVELS.items():
-        level = F.when(F.col("gid") == gid, F.lit(name)).otherwise(level)
-    quantile_columns = [
-        F.col(f"{name}_q").getItem(i).alias(f"{name}_p{round(q * 100)}")
-        for name in ("wait", "run")
-        for i, q in enumerate(QUANTILES)
-    ]
-    return rolled.select(
-        level.alias("level"),
-        "script_type",
-        "group",
-        "bucket_t",
-        F.timestamp_millis(F.col("bucket_t")).alias("bucket_start"),
-        *(column for _, column in COUNTED),
-        *(F.col(f"{name}_{m}") for name in ("wait", "run") for m in ("count", "mean", "max")),
-        *quantile_columns,
-    )
-
-
-def actors(att: DataFrame, window_end_ms: int, wall_seconds: float) -> DataFrame:
-    """Busy time and utilisation per (script_type, group, actor)."""
-    end = F.coalesce("ended_t", F.when(F.col("open"), F.lit(window_end_ms)))
-    busy = _non_negative(end - F.col("started_t")) / 1000.0
-    out = (
-        att.where(F.col("actor").isNotNull())
-        .groupBy("script_type", "group", "actor")
-        .agg(
-            F.sum(busy).alias("busy_s"),
-            F.count("*").alias("attempts"),
-            F.count("ended_t").alias("ended"),
-            F.count(F.when(F.col("open"), 1)).alias("running"),
-            F.min("started_t").alias("first_t"),
-            F.max(F.coalesce("ended_t", "started_t")).alias("last_t"),
-        )
-    )
-    utilisation = (
-        F.col("busy_s") / F.lit(wall_seconds) if wall_seconds > 0 else F.lit(None).cast("double")
-    )
-    return out.withColumn("utilisation", utilisation)
-
-
-def stuck(job_rows: DataFrame, as_of_ms: int, stuck_after: float) -> DataFrame:
-    """Jobs still ``started`` (no end in the archive) for longer than ``stuck_after`` s."""
-    running_s = (F.lit(as_of_ms) - F.col("last_started_t")) / 1000.0
-    return (
-        job_rows.where(F.col("outcome") == "running")
-        .withColumn("running_s", running_s)
-        .where(F.col("running_s") > stuck_after)
-        .select(
-            "job_id",
-            "script_type",
-            "group",
-            "actor",
-            "attempts",
-            F.timestamp_millis(F.col("last_started_t")).alias("started_at"),
-            "last_started_t",
-            "running_s",
-        )
-    )
-
-
 def run(
     spark: SparkSession,
     params: PipelineParams,
@@ -375,53 +264,34 @@ def run(
     """Run the whole job; writes the Parquet tables under ``params.out``."""
     started = time.monotonic()
     say = progress or (lambda _: None)
-    bucket_ms = params.bucket_seconds * 1000
-    out = params.out
 
     say("reading events")
     raw = read_events(spark, params.events, params.since_ms)
-    bad = F.col("event_id").isNull() | (F.coalesce("job_id", F.lit("")) == "")
-    counts = raw.agg(F.count("*"), F.count(F.when(bad, 1))).collect()[0]
-    read, invalid = int(counts[0]), int(counts[1])
-    if read == 0:
-        raise NoEvents("No events in the archive" + (" since --since" if params.since_ms else ""))
+    read, invalid = _counted(raw, params)
     say(f"de-duplicating {read:,} events")
     ev = prepare(raw).persist()
-    summary = ev.agg(F.count("*"), F.min("t"), F.max("t")).collect()[0]
-    valid, first_t, last_t = int(summary[0]), summary[1], summary[2]
-    if valid == 0:
-        raise NoEvents("No usable events (no row has a job id)")
-    window_start = params.since_ms if params.since_ms is not None else int(first_t)
-    window_end = max(int(last_t), window_start)
+    valid, window_start, window_end = _window(ev, params)
     wall_seconds = (window_end - window_start) / 1000.0
     as_of = params.as_of_ms if params.as_of_ms is not None else int(time.time() * 1000)
 
     say(f"pairing attempts and building records for {valid:,} events")
     att = attempts(ev).persist()
     job_rows = jobs(ev).persist()
-    tables = {
-        "jobs": str(out / "jobs"),
-        "attempts": str(out / "attempts"),
-        "stats": str(out / "stats"),
-        "actors": str(out / "actors"),
-        "stuck": str(out / "stuck"),
-    }
+    tables = {name: str(params.out / name) for name in TABLES}
     job_rows.write.mode("overwrite").parquet(tables["jobs"])
     job_count = job_rows.count()
     att.write.mode("overwrite").parquet(tables["attempts"])
 
     say("computing statistics")
-    stat_df = stats(ev, att, bucket_ms, params.accuracy).persist()
-    stat_df.coalesce(1).write.mode("overwrite").parquet(tables["stats"])
-    stat_rows = [row.asDict(recursive=True) for row in stat_df.collect()]
+    stat_df = summaries.stats(ev, att, params.bucket_seconds * 1000, params.accuracy).persist()
+    stat_rows = _saved(stat_df, tables["stats"])
 
     say("actor utilisation")
-    actor_df = actors(att, window_end, wall_seconds).persist()
-    actor_df.coalesce(1).write.mode("overwrite").parquet(tables["actors"])
-    actor_rows = [row.asDict(recursive=True) for row in actor_df.collect()]
+    actor_df = summaries.actors(att, window_end, wall_seconds).persist()
+    actor_rows = _saved(actor_df, tables["actors"])
 
     say("stuck jobs")
-    stuck_df = stuck(job_rows, as_of, params.stuck_after).persist()
+    stuck_df = summaries.stuck(job_rows, as_of, params.stuck_after).persist()
     stuck_df.coalesce(1).write.mode("overwrite").parquet(tables["stuck"])
     stuck_count = stuck_df.count()
     stuck_rows = [
@@ -446,3 +316,30 @@ def run(
         tables=tables,
         seconds=time.monotonic() - started,
     )
+
+
+def _counted(raw: DataFrame, params: PipelineParams) -> tuple[int, int]:
+    """Rows read, and rows without an event or job id; ``NoEvents`` when none."""
+    bad = F.col("event_id").isNull() | (F.coalesce("job_id", F.lit("")) == "")
+    counts = raw.agg(F.count("*"), F.count(F.when(bad, 1))).collect()[0]
+    read, invalid = int(counts[0]), int(counts[1])
+    if read == 0:
+        raise NoEvents("No events in the archive" + (" since --since" if params.since_ms else ""))
+    return read, invalid
+
+
+def _window(ev: DataFrame, params: PipelineParams) -> tuple[int, int, int]:
+    """Unique valid events and the window they span (epoch ms, from ``since``
+    when given); ``NoEvents`` when no row has a job id."""
+    summary = ev.agg(F.count("*"), F.min("t"), F.max("t")).collect()[0]
+    valid, first_t, last_t = int(summary[0]), summary[1], summary[2]
+    if valid == 0:
+        raise NoEvents("No usable events (no row has a job id)")
+    window_start = params.since_ms if params.since_ms is not None else int(first_t)
+    return valid, window_start, max(int(last_t), window_start)
+
+
+def _saved(df: DataFrame, path: str) -> list[dict[str, Any]]:
+    """Write a small summary table as one file; its rows, for the report."""
+    df.coalesce(1).write.mode("overwrite").parquet(path)
+    return [row.asDict(recursive=True) for row in df.collect()]

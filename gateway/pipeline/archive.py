@@ -28,20 +28,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import redis
 
 from gateway.errors import BackendUnavailable
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
+from gateway.pipeline.stream_entries import Fields, raw_entries, unparsed
 from gateway.supervisor import keys
 
 log = logging.getLogger("gateway.pipeline.archive")
-
-#: An entry's fields: flat ``[k, v, ...]`` (XREADGROUP, read raw), a mapping
-#: (XAUTOCLAIM), or nothing when the stream no longer holds it.
-Fields = list[str] | dict[str, str] | None
 
 _UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError)
 
@@ -92,32 +88,6 @@ class ArchiveStats:
         return self.events / self.seconds if self.seconds > 0 else 0.0
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _raw_entries(reply: Any) -> list[tuple[str, Fields]]:
-    """The entries of an unparsed one-stream XREADGROUP reply (RESP2 or RESP3)."""
-    if not reply:
-        return []
-    if isinstance(reply, dict):
-        streams = list(reply.values())
-        entries = streams[0] if streams else []
-    else:
-        entries = reply[0][1]
-    out: list[tuple[str, Fields]] = []
-    for entry in entries or []:
-        entry_id, flat = entry[0], entry[1]
-        if isinstance(entry_id, bytes):
-            flat = [_text(x) for x in flat] if flat else flat
-        out.append((_text(entry_id), list(flat) if flat else None))
-    return out
-
-
-def _identity(response: Any, **options: Any) -> Any:
-    return response
-
-
 class Archiver:
     """One archive consumer. Not thread-safe; ``stop`` may be set from anywhere."""
 
@@ -126,7 +96,7 @@ class Archiver:
         # The same connections, but XREADGROUP replies left unparsed: the archive
         # turns the flat field lists into columns itself (twice as fast as dicts).
         self._raw = redis.Redis(connection_pool=client.connection_pool)
-        self._raw.set_response_callback("XREADGROUP", _identity)
+        self._raw.set_response_callback("XREADGROUP", unparsed)
         self.options = options
         self.stats = ArchiveStats()
         self._buffer = EventColumns()
@@ -168,7 +138,7 @@ class Archiver:
             )
             self.ensure_group()
             return []
-        return _raw_entries(reply)
+        return raw_entries(reply)
 
     def _lag(self) -> None:
         try:
@@ -339,35 +309,9 @@ class Archiver:
                     break
                 try:
                     if not recovered:
-                        self.ensure_group()
-                        self._recover_own()
-                        self._claim_idle()
+                        self._start()
                         recovered = True
-                        log.info(
-                            "archive started: group %s, consumer %s, %d pending recovered",
-                            self.options.group,
-                            self.options.consumer,
-                            self.stats.recovered,
-                            extra={
-                                "group": self.options.group,
-                                "consumer": self.options.consumer,
-                                "out": str(self.options.out),
-                                "recovered": self.stats.recovered,
-                            },
-                        )
-                    if self._unacked:
-                        self._ack()
-                    if (
-                        self.options.claim_idle > 0
-                        and now - self._last_claim >= self.options.claim_idle
-                    ):
-                        self._claim_idle()
-                    entries = self._read(">", None if once else self._block(now, deadline))
-                    self._take(entries)
-                    drained = once and not entries
-                    if self._due(drained):
-                        self.flush()
-                    if drained:
+                    if self._step(now, deadline, once):
                         break
                     delay = 0.1
                 except _UNAVAILABLE as exc:
@@ -385,6 +329,42 @@ class Archiver:
                 raise BackendUnavailable("Redis is unavailable") from exc
         finally:
             self.stats.seconds = time.monotonic() - self._started
+        self._log_stopped()
+        return self.stats
+
+    def _start(self) -> None:
+        """Make sure the group exists, then take back what was left pending."""
+        self.ensure_group()
+        self._recover_own()
+        self._claim_idle()
+        log.info(
+            "archive started: group %s, consumer %s, %d pending recovered",
+            self.options.group,
+            self.options.consumer,
+            self.stats.recovered,
+            extra={
+                "group": self.options.group,
+                "consumer": self.options.consumer,
+                "out": str(self.options.out),
+                "recovered": self.stats.recovered,
+            },
+        )
+
+    def _step(self, now: float, deadline: float | None, once: bool) -> bool:
+        """One read of new entries (and the acks and claims that are due);
+        True when ``once`` found the stream drained."""
+        if self._unacked:
+            self._ack()
+        if self.options.claim_idle > 0 and now - self._last_claim >= self.options.claim_idle:
+            self._claim_idle()
+        entries = self._read(">", None if once else self._block(now, deadline))
+        self._take(entries)
+        drained = once and not entries
+        if self._due(drained):
+            self.flush()
+        return drained
+
+    def _log_stopped(self) -> None:
         log.info(
             "archive stopped: %d events in %d files, %d recovered, %d lost, lag %s",
             self.stats.events,
@@ -401,7 +381,6 @@ class Archiver:
                 "seconds": round(self.stats.seconds, 3),
             },
         )
-        return self.stats
 
     def _block(self, now: float, deadline: float | None) -> int:
         wait = self.options.block_ms / 1000

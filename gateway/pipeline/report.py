@@ -106,66 +106,9 @@ def build(result: PipelineResult) -> dict[str, Any]:
     """The report as a JSON-ready dict."""
     p = result.params
     wall = (result.window_end_ms - result.window_start_ms) / 1000.0
-    bucket_ms = p.bucket_seconds * 1000
     by_level: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in result.stats:
         by_level[row["level"]].append(row)
-
-    actors_by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    actors_by_group: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for a in result.actors:
-        actors_by_type[a["script_type"]].append(a)
-        actors_by_group[(a["script_type"], a["group"])].append(a)
-
-    # Attempt arrivals per (script type, complete bucket), for the peak rate.
-    peak: dict[str, float] = {}
-    per_bucket: dict[tuple[str, int], int] = defaultdict(int)
-    for row in by_level["bucket"]:
-        start = int(row["bucket_t"])
-        if start >= result.window_start_ms and start + bucket_ms <= result.window_end_ms:
-            per_bucket[(row["script_type"], start)] += int(row["arrivals"]) + int(row["retries"])
-    for (script_type, _), count in per_bucket.items():
-        peak[script_type] = max(peak.get(script_type, 0.0), count / p.bucket_seconds)
-
-    def capacity(entry: dict[str, Any], seen: list[dict[str, Any]]) -> None:
-        busy = sum(float(a["busy_s"] or 0) for a in seen)
-        entry["actors_seen"] = len(seen)
-        entry["busy_seconds"] = _num(busy)
-        entry["utilisation"] = _num(busy / (len(seen) * wall)) if seen and wall > 0 else None
-        demand = entry["arrivals"] + entry["retries"]
-        entry["arrival_rate"] = _num(demand / wall) if wall > 0 else None
-        entry["recommendation"] = advise(
-            demand,
-            entry["run"]["mean"],
-            wall,
-            p.slo_wait,
-            p.slo_quantile,
-        )
-
-    script_types = []
-    for row in sorted(by_level["script_type"], key=lambda r: r["script_type"]):
-        entry = _entry(row)
-        capacity(entry, actors_by_type.get(row["script_type"], []))
-        rate = peak.get(row["script_type"])
-        if rate is not None:
-            entry["peak"] = {
-                "arrival_rate": _num(rate),
-                "recommendation": advise(
-                    round(rate * p.bucket_seconds),
-                    entry["run"]["mean"],
-                    p.bucket_seconds,
-                    p.slo_wait,
-                    p.slo_quantile,
-                ),
-            }
-        script_types.append(entry)
-
-    groups = []
-    for row in sorted(by_level["group"], key=lambda r: (r["script_type"], r["group"])):
-        entry = _entry(row)
-        capacity(entry, actors_by_group.get((row["script_type"], row["group"]), []))
-        groups.append(entry)
-
     buckets = [
         _entry(row, with_bucket=True)
         for row in sorted(
@@ -174,33 +117,6 @@ def build(result: PipelineResult) -> dict[str, Any]:
         )
     ]
     totals = _entry(by_level["all"][0]) if by_level["all"] else None
-
-    actors = [
-        {
-            "script_type": a["script_type"],
-            "group": a["group"],
-            "actor": a["actor"],
-            "attempts": int(a["attempts"]),
-            "running": int(a["running"]),
-            "busy_seconds": _num(a["busy_s"]),
-            "utilisation": _num(a["utilisation"]),
-            "first_seen": iso(a["first_t"]),
-            "last_seen": iso(a["last_t"]),
-        }
-        for a in sorted(result.actors, key=lambda a: (a["script_type"], a["group"], a["actor"]))
-    ]
-    stuck_jobs = [
-        {
-            "job_id": s["job_id"],
-            "script_type": s["script_type"],
-            "group": s["group"],
-            "actor": s["actor"],
-            "attempts": int(s["attempts"]),
-            "started_at": iso(s["last_started_t"]),
-            "running_seconds": _num(s["running_s"]),
-        }
-        for s in result.stuck
-    ]
     return {
         "schema": SCHEMA,
         "generated_at": iso(time.time() * 1000),
@@ -226,20 +142,126 @@ def build(result: PipelineResult) -> dict[str, Any]:
         },
         "jobs": result.jobs,
         "totals": totals,
-        "script_types": script_types,
-        "groups": groups,
+        **_capacities(result, by_level, wall),
         "buckets": buckets,
-        "actors": actors,
+        "actors": _actors(result.actors),
         "stuck": {
             "after_seconds": p.stuck_after,
             "as_of": iso(result.as_of_ms),
             "count": result.stuck_count,
-            "jobs": stuck_jobs,
+            "jobs": _stuck_jobs(result.stuck),
         },
         # Relative to the folder of report.json (no server paths in what clients see).
         "tables": {name: Path(path).name for name, path in result.tables.items()},
         "notes": NOTES,
     }
+
+
+def _capacities(
+    result: PipelineResult, by_level: dict[str, list[dict[str, Any]]], wall: float
+) -> dict[str, list[dict[str, Any]]]:
+    """The ``script_types`` and ``groups`` entries: their statistics with the
+    actors seen, utilisation, arrival rate and scaling advice (per type also
+    at its peak rate)."""
+    p = result.params
+    actors_by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    actors_by_group: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for a in result.actors:
+        actors_by_type[a["script_type"]].append(a)
+        actors_by_group[(a["script_type"], a["group"])].append(a)
+    peak = _peak_rates(result, by_level["bucket"])
+
+    script_types = []
+    for row in sorted(by_level["script_type"], key=lambda r: r["script_type"]):
+        entry = _entry(row)
+        _capacity(entry, actors_by_type.get(row["script_type"], []), wall, result)
+        rate = peak.get(row["script_type"])
+        if rate is not None:
+            entry["peak"] = {
+                "arrival_rate": _num(rate),
+                "recommendation": advise(
+                    round(rate * p.bucket_seconds),
+                    entry["run"]["mean"],
+                    p.bucket_seconds,
+                    p.slo_wait,
+                    p.slo_quantile,
+                ),
+            }
+        script_types.append(entry)
+
+    groups = []
+    for row in sorted(by_level["group"], key=lambda r: (r["script_type"], r["group"])):
+        entry = _entry(row)
+        _capacity(entry, actors_by_group.get((row["script_type"], row["group"]), []), wall, result)
+        groups.append(entry)
+    return {"script_types": script_types, "groups": groups}
+
+
+def _peak_rates(result: PipelineResult, buckets: list[dict[str, Any]]) -> dict[str, float]:
+    """Each script type's busiest attempt arrival rate over its complete buckets."""
+    p = result.params
+    bucket_ms = p.bucket_seconds * 1000
+    peak: dict[str, float] = {}
+    per_bucket: dict[tuple[str, int], int] = defaultdict(int)
+    for row in buckets:
+        start = int(row["bucket_t"])
+        if start >= result.window_start_ms and start + bucket_ms <= result.window_end_ms:
+            per_bucket[(row["script_type"], start)] += int(row["arrivals"]) + int(row["retries"])
+    for (script_type, _), count in per_bucket.items():
+        peak[script_type] = max(peak.get(script_type, 0.0), count / p.bucket_seconds)
+    return peak
+
+
+def _capacity(
+    entry: dict[str, Any], seen: list[dict[str, Any]], wall: float, result: PipelineResult
+) -> None:
+    """Add the actors ``seen``, their utilisation, the arrival rate and the advice to ``entry``."""
+    p = result.params
+    busy = sum(float(a["busy_s"] or 0) for a in seen)
+    entry["actors_seen"] = len(seen)
+    entry["busy_seconds"] = _num(busy)
+    entry["utilisation"] = _num(busy / (len(seen) * wall)) if seen and wall > 0 else None
+    demand = entry["arrivals"] + entry["retries"]
+    entry["arrival_rate"] = _num(demand / wall) if wall > 0 else None
+    entry["recommendation"] = advise(
+        demand,
+        entry["run"]["mean"],
+        wall,
+        p.slo_wait,
+        p.slo_quantile,
+    )
+
+
+def _actors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "script_type": a["script_type"],
+            "group": a["group"],
+            "actor": a["actor"],
+            "attempts": int(a["attempts"]),
+            "running": int(a["running"]),
+            "busy_seconds": _num(a["busy_s"]),
+            "utilisation": _num(a["utilisation"]),
+            "first_seen": iso(a["first_t"]),
+            "last_seen": iso(a["last_t"]),
+        }
+        for a in sorted(rows, key=lambda a: (a["script_type"], a["group"], a["actor"]))
+    ]
+
+
+def _stuck_jobs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "job_id": s["job_id"],
+            "script_type": s["script_type"],
+            "group": s["group"],
+            "actor": s["actor"],
+            "attempts": int(s["attempts"]),
+            "started_at": iso(s["last_started_t"]),
+            "running_seconds": _num(s["running_s"]),
+        }
+        for s in rows
+    ]
 
 
 def dumps(report: dict[str, Any]) -> str:

@@ -115,79 +115,95 @@ def simulate_type(
     totals: SynthTotals,
 ) -> list[SimEvent]:
     """Simulate one script type's queue; events in simulated order."""
-    script_type = spec.script_types[type_index]
-    rng = random.Random(f"{spec.seed}:{script_type}")
-    service = _sampler(spec, rng)
-    events: list[SimEvent] = []
-    seq = 0
+    return _TypeQueue(spec, type_index, totals).run()
+
+
+class _TypeQueue:
+    """One script type's queue in simulation: Poisson arrivals, ``spec.actors``
+    actors serving first come first served, failed attempts retried at the back."""
+
+    def __init__(self, spec: SynthSpec, type_index: int, totals: SynthTotals) -> None:
+        self.spec, self.type_index, self.totals = spec, type_index, totals
+        self.script_type = script_type = spec.script_types[type_index]
+        self.rng = random.Random(f"{spec.seed}:{script_type}")
+        self.service = _sampler(spec, self.rng)
+        self.events: list[SimEvent] = []
+        self.seq = 0
+        self.free: deque[str] = deque(f"{script_type}-actor-{i}" for i in range(spec.actors))
+        # (job, attempts so far, enqueued at)
+        self.waiting: deque[tuple[str, int, float]] = deque()
+        # heap of (time, kind, order, job, actor, attempt); kind 0 = completion, 1 = arrival,
+        # so an actor freed at t serves a job arriving at the same t (no idle gap).
+        self.heap: list[tuple[float, int, int, str, str, int]] = []
+        self.order = 0
+        self.arrived = 0
+        self.t_arrival = 0.0
+
+    def run(self) -> list[SimEvent]:
+        self.next_arrival()
+        while self.heap:
+            t, kind, _, job, actor, attempt = heapq.heappop(self.heap)
+            if kind == 1:
+                self.arrive(t, job)
+            else:
+                self.complete(t, job, actor, attempt)
+            while self.free and self.waiting:
+                job_w, attempts, enqueued = self.waiting.popleft()
+                self.start(t, job_w, attempts, enqueued, self.free.popleft())
+        return self.events
 
     def emit(
-        t: float, job: str, name: str, actor: str = "", attempt: int = 0, error: str = ""
+        self, t: float, job: str, name: str, actor: str = "", attempt: int = 0, error: str = ""
     ) -> None:
-        nonlocal seq
-        events.append((t, type_index, seq, job, name, script_type, actor, attempt, error))
-        seq += 1
+        event = (t, self.type_index, self.seq, job, name, self.script_type, actor, attempt, error)
+        self.events.append(event)
+        self.seq += 1
 
-    actors = [f"{script_type}-actor-{i}" for i in range(spec.actors)]
-    free: deque[str] = deque(actors)
-    waiting: deque[tuple[str, int, float]] = deque()  # (job, attempts so far, enqueued at)
-    # heap of (time, kind, order, job, actor, attempt); kind 0 = completion, 1 = arrival,
-    # so an actor freed at t serves a job arriving at the same t (no idle gap).
-    heap: list[tuple[float, int, int, str, str, int]] = []
-    order = 0
-    arrived = 0
-    t_arrival = 0.0
+    def next_arrival(self) -> None:
+        if self.arrived < self.spec.jobs:
+            self.t_arrival += self.rng.expovariate(self.spec.rate)
+            job = f"s{self.spec.seed}-{self.script_type}-{self.arrived}"
+            heapq.heappush(self.heap, (self.t_arrival, 1, self.order, job, "", 0))
+            self.order += 1
+            self.arrived += 1
 
-    def next_arrival() -> None:
-        nonlocal arrived, t_arrival, order
-        if arrived < spec.jobs:
-            t_arrival += rng.expovariate(spec.rate)
-            job = f"s{spec.seed}-{script_type}-{arrived}"
-            heapq.heappush(heap, (t_arrival, 1, order, job, "", 0))
-            order += 1
-            arrived += 1
+    def arrive(self, t: float, job: str) -> None:
+        self.totals.jobs += 1
+        self.emit(t, job, "created")
+        self.emit(t, job, "dispatched")
+        self.waiting.append((job, 0, t))
+        self.next_arrival()
 
-    def start(t: float, job: str, attempt: int, enqueued: float, actor: str) -> None:
-        nonlocal order
-        emit(t, job, "started", actor, attempt + 1)
-        duration = service()
+    def start(self, t: float, job: str, attempt: int, enqueued: float, actor: str) -> None:
+        self.emit(t, job, "started", actor, attempt + 1)
+        duration = self.service()
+        totals = self.totals
         totals.waits.append(t - enqueued)
         totals.services.append(duration)
         totals.busy[actor] = totals.busy.get(actor, 0.0) + duration
         totals.attempts += 1
-        heapq.heappush(heap, (t + duration, 0, order, job, actor, attempt + 1))
-        order += 1
+        heapq.heappush(self.heap, (t + duration, 0, self.order, job, actor, attempt + 1))
+        self.order += 1
 
-    next_arrival()
-    while heap:
-        t, kind, _, job, actor, attempt = heapq.heappop(heap)
-        if kind == 1:
-            totals.jobs += 1
-            emit(t, job, "created")
-            emit(t, job, "dispatched")
-            waiting.append((job, 0, t))
-            next_arrival()
+    def complete(self, t: float, job: str, actor: str, attempt: int) -> None:
+        """An attempt ends: finished, or failed and retried (or dead-lettered)."""
+        spec, totals = self.spec, self.totals
+        failed = spec.error_rate > 0 and self.rng.random() < spec.error_rate
+        if not failed:
+            self.emit(t, job, "finished", actor, attempt)
+            totals.finished += 1
         else:
-            failed = spec.error_rate > 0 and rng.random() < spec.error_rate
-            if not failed:
-                emit(t, job, "finished", actor, attempt)
-                totals.finished += 1
+            self.emit(t, job, "error", actor, attempt, "synthetic failure")
+            totals.errors += 1
+            if attempt < spec.max_attempts:
+                self.emit(t, job, "retrying", actor, attempt, "synthetic failure")
+                self.emit(t, job, "dispatched", actor, attempt)
+                totals.retries += 1
+                self.waiting.append((job, attempt, t))
             else:
-                emit(t, job, "error", actor, attempt, "synthetic failure")
-                totals.errors += 1
-                if attempt < spec.max_attempts:
-                    emit(t, job, "retrying", actor, attempt, "synthetic failure")
-                    emit(t, job, "dispatched", actor, attempt)
-                    totals.retries += 1
-                    waiting.append((job, attempt, t))
-                else:
-                    emit(t, job, "dlq", actor, attempt, "synthetic failure")
-                    totals.dlq += 1
-            free.append(actor)
-        while free and waiting:
-            job_w, attempts, enqueued = waiting.popleft()
-            start(t, job_w, attempts, enqueued, free.popleft())
-    return events
+                self.emit(t, job, "dlq", actor, attempt, "synthetic failure")
+                totals.dlq += 1
+        self.free.append(actor)
 
 
 def simulate(spec: SynthSpec) -> tuple[list[SimEvent], SynthTotals]:

@@ -10,13 +10,34 @@ maintenance.py). Outside actors write only the key: ``fold`` indexes them.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from gateway import __version__
 from gateway.supervisor import keys
+
+
+def record(
+    script_type: str, group: str, instance: str, capabilities: Sequence[str]
+) -> dict[str, Any]:
+    """What an actor instance announces in its presence key (``beat`` adds
+    ``last_heartbeat``)."""
+    return {
+        "script_type": script_type,
+        "group": group,
+        "instance": instance,
+        "pid": os.getpid(),
+        "hostname": socket.gethostname(),
+        "started_at": time.time(),
+        "version": __version__,
+        "capabilities": list(capabilities),
+    }
 
 
 async def beat(client: aioredis.Redis, info: dict[str, Any], ttl: int) -> None:

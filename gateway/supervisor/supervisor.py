@@ -19,8 +19,17 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.config import Config
-from gateway.errors import Forbidden, InvalidJob, InvalidParams, InvalidState, JobNotFound
-from gateway.supervisor import connection, keys, library, listing, presence, stats
+from gateway.errors import InvalidParams, InvalidState, JobNotFound
+from gateway.supervisor import (
+    connection,
+    dlq,
+    keys,
+    library,
+    listing,
+    presence,
+    stats,
+    submission,
+)
 from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
@@ -113,52 +122,10 @@ class Supervisor:
         """``hero_submit``'s reply, merged with the submits issued alongside it."""
         if self._submits is None:
             self._submits = Merger(self._submit_jobs)
-        reply = await self._submits.submit((spec, start))
-        if reply[0] == "taken":
-            raise Forbidden("Job id taken", {"job_id": spec.job_id})
-        if reply[0] == "bad_prerequisite":
-            raise InvalidJob(
-                f"Invalid job: prerequisite {reply[1]} is unknown or the job itself",
-                data=[
-                    {
-                        "field": "prerequisites",
-                        "message": f"unknown job {reply[1]}",
-                        "schema_path": "",
-                    }
-                ],
-            )
-        return [str(x) for x in reply]
-
-    #: Jobs per hero_submit_many call: ~5 ms of Redis time, so a big batch
-    #: never holds Redis for long (the rest of a batch goes in the same pipeline).
-    SUBMIT_BATCH = 100
+        return submission.accepted(spec, await self._submits.submit((spec, start)))
 
     async def _submit_jobs(self, jobs: Sequence[tuple[JobSpec, bool]]) -> list[Any]:
-        """Each job's ``hero_submit`` reply (or the error of its call), in order:
-        one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs of the same start
-        flag, all in one pipeline."""
-        size = self.SUBMIT_BATCH
-        calls: list[list[int]] = []  # per call: the positions of its jobs
-        for start in (True, False):
-            chosen = [i for i, (_, s) in enumerate(jobs) if s is start]
-            calls += [chosen[i : i + size] for i in range(0, len(chosen), size)]
-        commands = []
-        for positions in calls:
-            args = ["1" if jobs[positions[0]][1] else "0"]
-            for i in positions:
-                job = jobs[i][0]
-                prerequisites = json.dumps(list(job.prerequisites))
-                args += [job.job_id, prerequisites, json.dumps(job.hash_fields())]
-            commands.append(("FCALL", "hero_submit_many", 0, *library.head(self.config), *args))
-        replies = await self.wire.pipeline(commands)
-        if any(library.lost_library(r) for r in replies):  # nothing ran: load it, then once more
-            await library.load(self.wire)
-            replies = await self.wire.pipeline(commands)
-        answers: list[Any] = [None] * len(jobs)
-        for positions, reply in zip(calls, replies, strict=True):
-            for n, i in enumerate(positions):
-                answers[i] = reply if isinstance(reply, Exception) else reply[n]
-        return answers
+        return await submission.submit_jobs(self.wire, self.config, jobs)
 
     @guarded
     async def submit_many(
@@ -176,30 +143,7 @@ class Supervisor:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        answers: list[dict[str, Any]] = []
-        for job, reply in zip(jobs, replies, strict=True):
-            kind = str(reply[0])
-            if kind == "bad_prerequisite":
-                answers.append(
-                    {
-                        "job_id": job.job_id,
-                        "status": "invalid",
-                        "error": f"prerequisite {reply[1]} is unknown or the job itself",
-                    }
-                )
-            elif kind == "taken":
-                answers.append({"job_id": job.job_id, "status": "invalid", "error": "id taken"})
-            elif kind == "exists":
-                answers.append({"job_id": job.job_id, "status": str(reply[1])})
-            else:
-                answers.append(
-                    {
-                        "job_id": job.job_id,
-                        "status": kind,
-                        "queue": (str(reply[1]) or None) if len(reply) > 1 else None,
-                    }
-                )
-        return answers
+        return [submission.answer(job, reply) for job, reply in zip(jobs, replies, strict=True)]
 
     @guarded
     async def create(self, spec: Any, *, validated: bool = False) -> dict[str, Any]:
@@ -398,16 +342,7 @@ class Supervisor:
         """Dead-lettered jobs, newest first, per type (all configured types when
         none given): the type's dead-letter list and, in stream mode, its stream."""
         types = [script_type] if script_type else list(self.config.script_types)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for name in types:
-                pipe.lrange(keys.dlq(name), 0, limit - 1)
-                pipe.xrevrange(keys.dlq_stream(name), count=limit)
-            rows = await pipe.execute()
-        entries = []
-        for name, listed, streamed in zip(types, rows[::2], rows[1::2], strict=True):
-            entries += [dict(json.loads(raw), script_type=name) for raw in listed]
-            entries += [_dlq_stream_entry(name, entry, f) for entry, f in streamed]
-        return sorted(entries, key=lambda e: e.get("ts", 0), reverse=True)[:limit]
+        return await dlq.entries(self.redis, types, limit)
 
     @guarded
     async def dlq_replay(self, script_type: str, job_ids: list[str] | None = None) -> list[str]:
@@ -432,19 +367,6 @@ class Supervisor:
     async def report(self) -> dict[str, Any] | None:
         raw = await self.redis.get(keys.STATS_REPORT)
         return json.loads(raw) if raw else None
-
-
-def _dlq_stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> dict[str, Any]:
-    """A dead-letter stream entry in the contract's DlqEntry shape."""
-    return {
-        "id": entry,
-        "job_id": fields.get("job_id", ""),
-        "script_type": script_type,
-        "reason": fields.get("reason", ""),
-        "error": fields.get("last_error") or None,
-        "attempt": int(fields.get("attempt") or 0),
-        "ts": int(fields.get("dlq_ts") or 0),
-    }
 
 
 def _wait_seconds(wait: float | None, default: float) -> float:

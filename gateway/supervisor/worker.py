@@ -37,67 +37,24 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from gateway import __version__
 from gateway.config import Config
-from gateway.supervisor import connection, keys, library, presence
+from gateway.supervisor import connection, keys, library, presence, stop_requests
+
+# Claimed and Outcome are re-exported: the actor runtime imports them from here.
+from gateway.supervisor.claims import CLAIM_FIELDS
+from gateway.supervisor.claims import Claimed as Claimed
+from gateway.supervisor.claims import Outcome as Outcome
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
 FALLBACK_POLL = 0.025
 
 log = logging.getLogger("gateway.supervisor.worker")
-
-
-#: What hero_cycle returns per claimed job, after its id (same order as CLAIM_FIELDS in hero.lua).
-CLAIM_FIELDS = ("script", "script_type", "timeout", "env_vars", "caller_id", "context_id",
-                "attempt", "retries")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """A job handed to an actor, with what it needs to run it."""
-
-    job_id: str
-    script: str
-    script_type: str
-    timeout: int
-    env_vars: dict[str, str]
-    caller_id: str
-    context_id: str
-    attempt: int
-    retries: int
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Claimed:
-        """From ``[job_id, *CLAIM_FIELDS]``."""
-        job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
-        return cls(
-            job_id=job_id,
-            script=script or "",
-            script_type=script_type,
-            timeout=int(timeout or 300),
-            env_vars=json.loads(env) if env else {},
-            caller_id=caller or "",
-            context_id=context or "",
-            attempt=int(attempt or 1),
-            retries=int(retries or 0),
-        )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    job_id: str
-    status: str  # finished | error | timeout | stopped
-    output: str = ""
-    error: str = ""
-    log_path: str = ""
 
 
 class ActorLink:
@@ -132,10 +89,7 @@ class ActorLink:
             self._queues = keys.pop_order(script_type, group, instance)
         self._idle = keys.idle(script_type)
         self._channel = keys.handoff(script_type, group, instance)
-        # one line per field: hand_off in hero.lua reads it back
-        parts = [self.name, self._held, self._ctl, self._lease, self._channel]
-        parts += ["off"] if sandbox_off else []
-        self._record = "" if self.stream else "\n".join(parts)
+        self._record = "" if self.stream else self._idle_record()
         self._cycle_keys = [self._held, self._idle, *self._queues]
         self._queues_set = frozenset(self._queues)
         self._handed: list[Claimed] = []
@@ -147,36 +101,39 @@ class ActorLink:
         #: Stream entry of each job this consumer runs (acked with its outcome).
         self._entries: dict[str, str] = {}
         self._reclaim = self.stream  # reclaim at start, then once per heartbeat
-        self._info = {
-            "script_type": script_type,
-            "group": group,
-            "instance": instance,
-            "pid": os.getpid(),
-            "hostname": socket.gethostname(),
-            "started_at": time.time(),
-            "version": __version__,
-            "capabilities": list(capabilities),
-        }
-        self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
-        #: hero_cycle, the actor's one call per job, on a connection of its own
-        self._wire = Wire(config.redis, "actor-jobs")
-        #: Jobs pushed by anyone are found by watching the list queues; stream
-        #: mode keeps its PUBLISH wake-ups (every read and ack writes the stream).
-        self._watch = not self.stream
-        self._poll = config.queue_poll
-        track = (keys.work_queue(script_type),) if self._watch and not self._poll else ()
-        self._waker = Subscriber(
-            config.redis, "actor-waker", self._on_message, track=track, on_written=self._on_written
-        )
+        self._info = presence.record(script_type, group, instance, capabilities)
+        self._connections(config)
         self._written = asyncio.Event()  # Redis named one of our queues as written
         self._room = asyncio.Event()  # the last cycle claimed less than it wanted
         self._settle: asyncio.TimerHandle | None = None
-        self._control = Wire(config.redis, "actor-control")
         self._on_stop = on_stop
         self._work = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._obeying: asyncio.Task[None] | None = None
         self._closed = False
+
+    def _connections(self, config: Config) -> None:
+        """The link's connections (each connects on first use): a small pool,
+        its own wire for hero_cycle (the actor's one call per job), the
+        wake-up subscriber and the control queue's blocking reader."""
+        self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
+        self._wire = Wire(config.redis, "actor-jobs")
+        #: Jobs pushed by anyone are found by watching the list queues; stream
+        #: mode keeps its PUBLISH wake-ups (every read and ack writes the stream).
+        self._watch = not self.stream
+        self._poll = config.queue_poll
+        track = (keys.work_queue(self.script_type),) if self._watch and not self._poll else ()
+        self._waker = Subscriber(
+            config.redis, "actor-waker", self._on_message, track=track, on_written=self._on_written
+        )
+        self._control = Wire(config.redis, "actor-control")
+
+    def _idle_record(self) -> str:
+        """This instance's entry on its type's idle list, one line per field:
+        hand_off in hero.lua reads it back to hand a job over directly."""
+        parts = [self.name, self._held, self._ctl, self._lease, self._channel]
+        parts += ["off"] if self._sandbox_off else []
+        return "\n".join(parts)
 
     async def open(self) -> None:
         await library.load(self._wire)
@@ -189,7 +146,8 @@ class ActorLink:
         if self._watch:
             self._tasks.append(asyncio.create_task(self._watch_queues(), name="actor-watch"))
         if self._on_stop is not None:  # ended by closing its connection, not cancelled
-            self._obeying = asyncio.create_task(self._obey_control(self._on_stop))
+            obeying = stop_requests.obey(self._control, self._ctl, self._on_stop, self._is_closed)
+            self._obeying = asyncio.create_task(obeying)
 
     async def close(self) -> None:
         self._closed = True
@@ -411,25 +369,8 @@ class ActorLink:
         elif data in self._queues:
             self._work.set()
 
-    async def _obey_control(self, on_stop: Callable[[str], None]) -> None:
-        """Stop requests arrive on this instance's control queue (Hero's ctl keys)."""
-        while not self._closed:
-            try:
-                reply = await self._control.execute_command("BLPOP", self._ctl, 5)
-            except connection.UNAVAILABLE:
-                if self._closed:
-                    return
-                await asyncio.sleep(0.5)
-                continue
-            if reply is None:
-                continue
-            try:
-                message = json.loads(reply[1])
-            except ValueError:
-                log.warning("ignored malformed control message")
-                continue
-            if isinstance(message, dict) and message.get("action") == "stop":
-                on_stop(str(message.get("job_id")))
+    def _is_closed(self) -> bool:
+        return self._closed
 
     async def _stream_call(self, function: str) -> Any:
         return await library.call(

@@ -1,0 +1,44 @@
+"""Reading the dead-letter queues: jobs that used up their attempts.
+
+A list-mode type dead-letters into a list of JSON records; a stream-mode
+type into a stream whose entries carry the reason and last error. Operators
+see both as one list of the contract's DlqEntry, newest first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from gateway.supervisor import keys
+
+
+async def entries(client: aioredis.Redis, types: Sequence[str], limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` dead-lettered jobs of ``types``, newest first: each
+    type's dead-letter list and its stream, read in one round trip."""
+    async with client.pipeline(transaction=False) as pipe:
+        for name in types:
+            pipe.lrange(keys.dlq(name), 0, limit - 1)
+            pipe.xrevrange(keys.dlq_stream(name), count=limit)
+        rows = await pipe.execute()
+    found = []
+    for name, listed, streamed in zip(types, rows[::2], rows[1::2], strict=True):
+        found += [dict(json.loads(raw), script_type=name) for raw in listed]
+        found += [_stream_entry(name, entry, f) for entry, f in streamed]
+    return sorted(found, key=lambda e: e.get("ts", 0), reverse=True)[:limit]
+
+
+def _stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> dict[str, Any]:
+    """A dead-letter stream entry in the contract's DlqEntry shape."""
+    return {
+        "id": entry,
+        "job_id": fields.get("job_id", ""),
+        "script_type": script_type,
+        "reason": fields.get("reason", ""),
+        "error": fields.get("last_error") or None,
+        "attempt": int(fields.get("attempt") or 0),
+        "ts": int(fields.get("dlq_ts") or 0),
+    }

@@ -1,0 +1,44 @@
+"""Stop requests for an actor instance: read from its control queue.
+
+Hero's ctl keys carry ``{"action": "stop", "job_id": ...}`` messages. The
+reader blocks on a connection of its own, so closing that connection ends
+it at once instead of waiting out its BLPOP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+
+from gateway.supervisor import connection
+from gateway.supervisor.wire import Wire
+
+#: The actor link's log: a stop request is part of the link's story.
+log = logging.getLogger("gateway.supervisor.worker")
+
+
+async def obey(
+    control: Wire, ctl_key: str, on_stop: Callable[[str], None], closed: Callable[[], bool]
+) -> None:
+    """Call ``on_stop`` with the job id of each stop request on ``ctl_key``
+    until ``closed()``; a Redis outage is waited out, a malformed message
+    skipped."""
+    while not closed():
+        try:
+            reply = await control.execute_command("BLPOP", ctl_key, 5)
+        except connection.UNAVAILABLE:
+            if closed():
+                return
+            await asyncio.sleep(0.5)
+            continue
+        if reply is None:
+            continue
+        try:
+            message = json.loads(reply[1])
+        except ValueError:
+            log.warning("ignored malformed control message")
+            continue
+        if isinstance(message, dict) and message.get("action") == "stop":
+            on_stop(str(message.get("job_id")))
