@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.config import DEFAULT_ACCURACY
 from gateway.errors import InvalidParams
 
 #: Events counted in the statistics, and the column each count goes to.
@@ -25,7 +26,6 @@ COUNTED = (
 TERMINAL_EVENTS = ("finished", "error", "timeout", "stopped", "dlq")
 QUANTILES = (0.5, 0.95, 0.99)
 LEVELS = {0: "bucket", 1: "group", 3: "script_type", 7: "all"}
-DEFAULT_ACCURACY = 10_000
 
 Progress = Callable[[str], None]
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.config import DEFAULT_MASTER
 from gateway.errors import HeroError
-
-DEFAULT_MASTER = "local[*]"
 
 LOG4J2_PROPERTIES = """\
 status = error

@@ -27,16 +27,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import redis
 
+from gateway.config.pipeline import DISTRIBUTIONS, Distribution
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
 from gateway.supervisor import keys
-
-Distribution = Literal["exp", "const"]
-DISTRIBUTIONS: tuple[Distribution, ...] = ("exp", "const")
 
 
 @dataclass(frozen=True)
