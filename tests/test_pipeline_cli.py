@@ -6,6 +6,8 @@ None of these start Spark: input is checked before the JVM would be launched.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,23 @@ def test_unset_folders_are_in_the_state_folder(
     rc, out, _ = run_cli(["pipeline", "synth", "--jobs", "5"], capsys)
     assert rc == 0 and f"under {state_dir() / 'events'}" in out
     assert read_events(state_dir() / "events").num_rows == 20
+
+
+def test_synth_to_files_needs_no_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale dev record stops commands that use Redis, not synth writing files."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.delenv("HERO_REDIS_URL", raising=False)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    state_dir().mkdir(parents=True)
+    record = {"redis_url": "redis://127.0.0.1:1/0", "pid": gone.pid}
+    (state_dir() / "dev.json").write_text(json.dumps(record))
+    rc, _, _ = run_cli(["pipeline", "synth", "--jobs", "5", "--out", str(tmp_path / "ev")], capsys)
+    assert rc == 0
+    with pytest.raises(SystemExit, match="is gone"):
+        run_cli(["pipeline", "synth", "--jobs", "5", "--to-redis"], capsys)
 
 
 @pytest.mark.parametrize(

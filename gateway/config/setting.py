@@ -110,7 +110,6 @@ def one_of(what: str, *choices: str) -> Callable[[str], str]:
             raise ValueError(f"not {what}: {text!r} ({', '.join(choices)})")
         return value
 
-    parse.__name__ = "one_of_" + "_".join(choices)
     return parse
 
 

@@ -17,7 +17,14 @@ from gateway.pipeline.timeparse import parse_time
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    return guard(lambda: _synth(config.resolve(args)))
+    return guard(lambda: _synth(_settings(args)))
+
+
+def _settings(args: argparse.Namespace) -> config.Config:
+    """The settings; a Redis (that of a running ``dev`` when none is named) only if
+    the events go there, so writing files never depends on a dev record."""
+    cfg = config.resolve(args, dev_redis=False)
+    return config.resolve(args) if cfg.synth_to_redis else cfg
 
 
 def _spec(cfg: config.Config) -> synth.SynthSpec:
