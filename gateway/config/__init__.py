@@ -12,9 +12,10 @@ and ``pipeline.py`` (archive, pipeline run, pipeline synth).
 Precedence: CLI flag, then environment variable, then default.
 """
 
-from gateway.config.pipeline import DEFAULT_ACCURACY, DEFAULT_MASTER, TIME_HELP
+from gateway.config.pipeline import TIME_HELP
 from gateway.config.queue import DEFAULT_REDIS_URL, DEFAULT_SCRIPT_TYPES, LEGACY_KINDS
 from gateway.config.resolve import (
+    DEFAULTS,
     SETTINGS,
     Config,
     add_arguments,
@@ -25,8 +26,7 @@ from gateway.config.resolve import (
 from gateway.config.setting import Setting
 
 __all__ = [
-    "DEFAULT_ACCURACY",
-    "DEFAULT_MASTER",
+    "DEFAULTS",
     "DEFAULT_REDIS_URL",
     "DEFAULT_SCRIPT_TYPES",
     "LEGACY_KINDS",

@@ -30,11 +30,6 @@ TIME_HELP = (
     "epoch seconds or milliseconds, or an age before now (90s, 30m, 6h, 7d, 2w)"
 )
 
-#: percentile_approx accuracy of ``pipeline run`` unless configured.
-DEFAULT_ACCURACY = 10_000
-#: The Spark master unless configured.
-DEFAULT_MASTER = "local[*]"
-
 #: The service time distributions ``pipeline synth`` simulates.
 Distribution = Literal["exp", "const"]
 DISTRIBUTIONS: tuple[Distribution, ...] = ("exp", "const")
@@ -129,7 +124,7 @@ class RunSettings:
         metavar="DIR",
     )
     pipeline_master: str = setting(
-        DEFAULT_MASTER,
+        "local[*]",
         str,
         "Spark master: local[*], local[N], spark://host:7077, yarn, k8s://…",
         _RUN,
@@ -185,7 +180,7 @@ class RunSettings:
         metavar="TIME",
     )
     pipeline_accuracy: int = setting(
-        DEFAULT_ACCURACY,
+        10_000,
         positive_int,
         "percentile_approx accuracy (rank error <= 1/N).",
         _RUN,

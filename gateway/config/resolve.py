@@ -33,6 +33,9 @@ class Config(
     the last (``QueueSettings``) to the first, which is the README's order."""
 
 
+#: Every setting at its default: the defaults of the pipeline's own option types.
+DEFAULTS = Config()
+
 #: One row per field of ``Config``: the CLI flags, the variables and the README table.
 SETTINGS: tuple[Setting, ...] = settings_of(Config)
 
