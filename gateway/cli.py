@@ -7,7 +7,7 @@
     hero-gateway acl [--apply]             Redis ACL users for actors, gateways, admins
     hero-gateway archive / pipeline ...    events archive and Spark analytics
 
-Every flag also reads a ``HERO_*`` environment variable (see gateway/config.py).
+Every flag also reads a ``HERO_*`` environment variable (see gateway/config/).
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def child_environment(args: argparse.Namespace, redis_url: str) -> dict[str, str
     for setting in SETTINGS:
         value = getattr(args, setting.name, None)
         if value is not None and setting.name != "redis_url":
-            env[setting.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+            env[setting.env] = setting.show(value)
     return env
 
 

@@ -2,7 +2,7 @@
 
 ``hero-gateway dev`` also records here the URL of the Redis it runs
 (``dev.json``), so that a second terminal's ``keys``, ``archive``, ``actor``,
-``pipeline run`` and SDK actors find it without flags (gateway/config.py reads
+``pipeline run`` and SDK actors find it without flags (gateway/config/ reads
 it). The record names dev's pid: a record whose dev is gone is stale, and is
 reported as such rather than silently replaced by the default 6379.
 """

@@ -1,13 +1,100 @@
-"""Settings: precedence, parsing errors, and the README documenting each one."""
+"""Settings: one table behind the flags, the variables, the defaults and the README."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
+from typing import Any
 
 import pytest
 
-from gateway.config import SETTINGS, add_arguments, resolve
+from gateway.cli import build_parser
+from gateway.config import SETTINGS, Config, Setting, add_arguments, markdown_table, resolve
 from tests.conftest import ROOT
+
+#: How to reach each command's own flags on the real CLI.
+PREFIX = {
+    "serve": ["serve"],
+    "actor": ["actor", "--script-type", "python"],
+    "dev": ["dev"],
+    "archive": ["archive"],
+    "keys": ["keys", "list"],
+    "acl": ["acl"],
+    "pipeline run": ["pipeline", "run"],
+    "pipeline synth": ["pipeline", "synth"],
+}
+
+#: A valid value unlike the default, for settings whose parser takes only some words.
+WORDS = {
+    "script_types": "a,b,python",
+    "stream_types": "osis",
+    "legacy_queues": "python=actor_queue,osis=work_queue+actor_queue",
+    "sandbox": "off",
+    "event_loop": "asyncio",
+    "log_format": "text",
+    "log_level": "debug",
+    "synth_distribution": "const",
+    "synth_script_types": "a,b",
+}
+
+
+def sample(s: Setting) -> str:
+    """Text for ``s`` that parses to something other than its default."""
+    if s.name in WORDS:
+        return WORDS[s.name]
+    default = s.default
+    if isinstance(default, bool):
+        return "yes"
+    if isinstance(default, int):
+        return str(default + 1)
+    if isinstance(default, float):
+        return str(default / 2 if default else 0.5)
+    if default is None and s.parse is not str:
+        return "3"  # positive ints and numbers
+    return "some-text"
+
+
+def test_defaults_come_from_the_table() -> None:
+    """Config's fields are the settings, and nothing but the table gives them defaults."""
+    assert [f.name for f in fields(Config)] == [s.name for s in SETTINGS]
+    assert Config() == Config(**{s.name: s.default for s in SETTINGS})
+    assert resolve(argparse.Namespace(), {}) == Config()
+    assert len({s.env for s in SETTINGS}) == len(SETTINGS)
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_reaches_config_by_variable_and_by_flag(setting: Setting) -> None:
+    text = sample(setting)
+    value: Any = setting.parse(text)
+    assert value != setting.default
+    assert getattr(resolve(None, {setting.env: text}), setting.name) == value
+    for command in setting.commands:
+        argv = [*PREFIX[command], setting.flag] + ([] if setting.is_switch else [text])
+        args = build_parser().parse_args(argv)
+        assert getattr(resolve(args, {}), setting.name) == value, command
+        other = "no" if setting.is_switch else setting.show(setting.default)
+        flag_wins = resolve(args, {setting.env: other})
+        assert getattr(flag_wins, setting.name) == value, command
+
+
+def test_every_option_of_the_pipeline_commands_is_a_setting() -> None:
+    """archive and pipeline run/synth have no flag outside the table (so none lacks a variable)."""
+    names = {s.name for s in SETTINGS}
+    for command in ("archive", "pipeline run", "pipeline synth"):
+        parser = build_parser()
+        for word in PREFIX[command]:
+            parser = next(
+                a.choices[word]
+                for a in parser._actions
+                if isinstance(a, argparse._SubParsersAction) and word in a.choices
+            )
+        options = {a.dest for a in parser._actions if a.option_strings and a.dest != "help"}
+        assert options and options <= names, options - names
+
+
+def test_readme_has_the_generated_table() -> None:
+    """`hero-gateway config --markdown` output, verbatim: regenerate it when a setting changes."""
+    assert markdown_table() in (ROOT / "README.md").read_text()
 
 
 def test_flag_beats_environment_beats_default() -> None:
@@ -21,9 +108,15 @@ def test_flag_beats_environment_beats_default() -> None:
     assert resolve(parser.parse_args([]), env).script_types == ("a", "b")
 
 
-def test_bad_environment_value_is_a_clear_exit() -> None:
-    with pytest.raises(SystemExit, match="HERO_PORT"):
+def test_bad_values_are_a_clear_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="HERO_PORT: not an integer"):
         resolve(None, {"HERO_PORT": "eighty"})
+    with pytest.raises(SystemExit, match="HERO_SYNTH_RATE: must be > 0"):
+        resolve(None, {"HERO_SYNTH_RATE": "0"})
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["pipeline", "run", "--slo-quantile", "1.5"])
+    assert exit_info.value.code == 2
+    assert "--slo-quantile: must be between 0 and 1" in capsys.readouterr().err
 
 
 def test_a_stream_type_must_be_a_script_type() -> None:
@@ -31,9 +124,3 @@ def test_a_stream_type_must_be_a_script_type() -> None:
     with pytest.raises(SystemExit, match="HERO_STREAM_TYPES: nope"):
         resolve(environ=env)
     assert resolve(environ=dict(env, HERO_STREAM_TYPES="osis")).stream_types == ("osis",)
-
-
-def test_readme_documents_every_setting() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = [s.env for s in SETTINGS if f"`{s.env}`" not in readme or f"`{s.flag}`" not in readme]
-    assert missing == []

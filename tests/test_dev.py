@@ -18,11 +18,15 @@ from tests.conftest import ROOT
 
 
 def test_dev_flags_become_child_environment() -> None:
-    args = argparse.Namespace(port=9000, compat_legacy=True, script_types=("a", "b"), host=None)
+    routes = (("python", ("actor_queue",)), ("a", ("work_queue", "actor_queue")))
+    args = argparse.Namespace(
+        port=9000, compat_legacy=True, script_types=("a", "b", "python"), legacy_queues=routes
+    )
     env = child_environment(args, "redis://127.0.0.1:1/0")
-    assert env["HERO_PORT"] == "9000" and env["HERO_COMPAT_LEGACY"] == "True"
-    assert env["HERO_SCRIPT_TYPES"] == "a,b" and env["HERO_REDIS_URL"] == "redis://127.0.0.1:1/0"
-    assert resolve(None, env).port == 9000 and resolve(None, env).compat_legacy is True
+    assert env["HERO_PORT"] == "9000" and env["HERO_SCRIPT_TYPES"] == "a,b,python"
+    assert env["HERO_REDIS_URL"] == "redis://127.0.0.1:1/0"
+    child = resolve(None, env)
+    assert child.port == 9000 and child.compat_legacy is True and child.legacy_queues == routes
 
 
 def test_dev_runs_the_whole_stack_and_ctrl_c_stops_it(tmp_path: Path) -> None:

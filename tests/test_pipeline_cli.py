@@ -6,11 +6,14 @@ None of these start Spark: input is checked before the JVM would be launched.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 import redis
 
+from gateway.config import Config, resolve
 from gateway.paths import state_dir
 from gateway.pipeline.cli import add_commands
 from gateway.pipeline.store import read_events
@@ -30,16 +33,47 @@ def test_commands_register_with_funcs() -> None:
     archive = p.parse_args(
         ["archive", "--out", "x", "--once", "--max-seconds", "2", "--redis-url", "redis://h:1/0"]
     )
-    assert callable(archive.func) and archive.once and archive.max_seconds == 2.0
-    assert archive.redis_url == "redis://h:1/0" and archive.batch == 10_000
+    cfg = resolve(archive, {})
+    assert callable(archive.func) and cfg.archive_once and cfg.archive_max_seconds == 2.0
+    assert cfg.redis_url == "redis://h:1/0" and cfg.archive_batch == 10_000
+    assert cfg.archive_out == "x"
     run = p.parse_args(["pipeline", "run", "--master", "spark://h:7077", "--slo-wait", "5"])
-    assert callable(run.func) and run.master == "spark://h:7077" and run.slo_wait == 5.0
-    assert run.events == str(state_dir() / "events") and run.out.startswith(str(state_dir()))
-    assert run.bucket == 3600 and run.redis_url is None
+    cfg = resolve(run, {})
+    assert callable(run.func) and cfg.pipeline_master == "spark://h:7077"
+    assert cfg.pipeline_slo_wait == 5.0 and cfg.pipeline_bucket == 3600 and cfg.redis_url is None
     syn = p.parse_args(
         ["pipeline", "synth", "--jobs", "10", "--distribution", "const", "--script-types", "a,b"]
     )
-    assert callable(syn.func) and syn.script_types == ("a", "b")
+    cfg = resolve(syn, {})
+    assert callable(syn.func) and cfg.synth_script_types == ("a", "b")
+    assert cfg.synth_distribution == "const" and cfg.script_types == Config().script_types
+
+
+def test_unset_folders_are_in_the_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --out, synth writes under the state folder, where ``pipeline run`` reads."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    rc, out, _ = run_cli(["pipeline", "synth", "--jobs", "5"], capsys)
+    assert rc == 0 and f"under {state_dir() / 'events'}" in out
+    assert read_events(state_dir() / "events").num_rows == 20
+
+
+def test_synth_to_files_needs_no_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stale dev record stops commands that use Redis, not synth writing files."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.delenv("HERO_REDIS_URL", raising=False)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    state_dir().mkdir(parents=True)
+    record = {"redis_url": "redis://127.0.0.1:1/0", "pid": gone.pid}
+    (state_dir() / "dev.json").write_text(json.dumps(record))
+    rc, _, _ = run_cli(["pipeline", "synth", "--jobs", "5", "--out", str(tmp_path / "ev")], capsys)
+    assert rc == 0
+    with pytest.raises(SystemExit, match="is gone"):
+        run_cli(["pipeline", "synth", "--jobs", "5", "--to-redis"], capsys)
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import redis
 
+from gateway.config import DEFAULTS
 from gateway.errors import BackendUnavailable
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
@@ -50,16 +51,17 @@ def default_consumer() -> str:
 @dataclass(frozen=True)
 class ArchiveOptions:
     out: Path
-    group: str = "archive"
+    # the defaults are those of ``hero-gateway archive`` (gateway/config/pipeline.py)
+    group: str = DEFAULTS.archive_group
     consumer: str = field(default_factory=default_consumer)
     #: Most entries per flush (and per file, for one hour's worth).
-    batch: int = 10_000
+    batch: int = DEFAULTS.archive_batch
     #: Flush a partial batch once its oldest entry has waited this long (s).
-    flush_interval: float = 10.0
+    flush_interval: float = DEFAULTS.archive_flush_interval
     #: Longest single blocking read (ms); bounds how late a stop is noticed.
     block_ms: int = 1000
     #: Claim other consumers' pending entries idle this long (s); 0 turns it off.
-    claim_idle: float = 300.0
+    claim_idle: float = DEFAULTS.archive_claim_idle
 
     def __post_init__(self) -> None:
         if self.batch < 1:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.config import DEFAULTS
 from gateway.errors import InvalidParams
 
 #: Events counted in the statistics, and the column each count goes to.
@@ -25,7 +26,6 @@ COUNTED = (
 TERMINAL_EVENTS = ("finished", "error", "timeout", "stopped", "dlq")
 QUANTILES = (0.5, 0.95, 0.99)
 LEVELS = {0: "bucket", 1: "group", 3: "script_type", 7: "all"}
-DEFAULT_ACCURACY = 10_000
 
 Progress = Callable[[str], None]
 
@@ -39,13 +39,14 @@ class PipelineParams:
     events: str
     out: Path
     since_ms: int | None = None
-    slo_wait: float = 60.0
-    slo_quantile: float = 0.95
-    bucket_seconds: int = 3600
-    stuck_after: float = 3600.0
+    # the defaults are those of ``pipeline run`` (gateway/config/pipeline.py)
+    slo_wait: float = DEFAULTS.pipeline_slo_wait
+    slo_quantile: float = DEFAULTS.pipeline_slo_quantile
+    bucket_seconds: int = DEFAULTS.pipeline_bucket
+    stuck_after: float = DEFAULTS.pipeline_stuck_after
     #: "Now" for stuck jobs (epoch ms); the wall clock when unset.
     as_of_ms: int | None = None
-    accuracy: int = DEFAULT_ACCURACY
+    accuracy: int = DEFAULTS.pipeline_accuracy
     #: How many stuck jobs the report lists (the table has them all).
     stuck_listed: int = 100
 

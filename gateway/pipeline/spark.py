@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.config import DEFAULTS
 from gateway.errors import HeroError
-
-DEFAULT_MASTER = "local[*]"
 
 LOG4J2_PROPERTIES = """\
 status = error
@@ -57,7 +56,7 @@ class SparkUnavailable(HeroError):
 
 @dataclass(frozen=True)
 class SparkOptions:
-    master: str = DEFAULT_MASTER
+    master: str = DEFAULTS.pipeline_master
     app_name: str = "hero-gateway-pipeline"
     #: ``spark.sql.shuffle.partitions``; default 8 on local masters, Spark's own elsewhere.
     shuffle_partitions: int | None = None

@@ -27,16 +27,14 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import redis
 
+from gateway.config import DEFAULTS
+from gateway.config.pipeline import DISTRIBUTIONS, Distribution
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
 from gateway.supervisor import keys
-
-Distribution = Literal["exp", "const"]
-DISTRIBUTIONS: tuple[Distribution, ...] = ("exp", "const")
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,13 @@ class SynthSpec:
     rate: float
     service_mean: float
     actors: int
-    distribution: Distribution = "exp"
-    script_types: tuple[str, ...] = ("python",)
-    group: str = ""
-    error_rate: float = 0.0
-    max_attempts: int = 1
-    seed: int = 0
+    # the defaults are those of ``pipeline synth`` (gateway/config/pipeline.py)
+    distribution: Distribution = DEFAULTS.synth_distribution
+    script_types: tuple[str, ...] = DEFAULTS.synth_script_types
+    group: str = DEFAULTS.synth_group
+    error_rate: float = DEFAULTS.synth_error_rate
+    max_attempts: int = DEFAULTS.synth_max_attempts
+    seed: int = DEFAULTS.synth_seed
     start_ms: int = 1_700_000_000_000
 
     def __post_init__(self) -> None:

@@ -6,15 +6,11 @@ import re
 import time
 from datetime import UTC, datetime
 
+from gateway.config import TIME_HELP
 from gateway.errors import InvalidParams
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-TIME_HELP = (
-    "ISO 8601 (2025-01-31, 2025-01-31T12:00:00Z; no zone means UTC), "
-    "epoch seconds or milliseconds, or an age before now (90s, 30m, 6h, 7d, 2w)"
-)
 
 
 def parse_time(text: str, now_ms: int | None = None) -> int:

@@ -1,0 +1,166 @@
+"""The settings of Redis and the queues: what the supervisor and actors agree on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.config.setting import (
+    EVERY_COMMAND,
+    parse_bool,
+    parse_csv,
+    parse_float,
+    parse_int,
+    setting,
+)
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_SCRIPT_TYPES = ("osis", "sal", "v", "python")
+
+#: The legacy queues a compat-mode dispatch can also push to (see ``legacy_queues``).
+LEGACY_KINDS = ("work_queue", "actor_queue")
+
+
+def parse_legacy_queues(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``type=kind[+kind],...``, e.g. ``python=actor_queue,osis=work_queue+actor_queue``."""
+    routes = []
+    for entry in parse_csv(text):
+        script_type, sep, kinds = entry.partition("=")
+        names = tuple(k.strip() for k in kinds.split("+") if k.strip())
+        if not sep or not script_type.strip() or not names:
+            raise ValueError(f"not type=kind[+kind]: {entry!r}")
+        unknown = [k for k in names if k not in LEGACY_KINDS]
+        if unknown:
+            raise ValueError(f"unknown legacy queue {unknown[0]!r} ({', '.join(LEGACY_KINDS)})")
+        routes.append((script_type.strip(), names))
+    return tuple(routes)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """Redis, routing, retries, retention and liveness."""
+
+    redis_url: str | None = setting(
+        None,
+        str,
+        f"Redis URL. `dev` starts its own redis-server when unset; other commands then use the "
+        f"Redis of a running `dev` (recorded in its state folder), else {DEFAULT_REDIS_URL}. "
+        "`pipeline run` publishes its report (stats.report) there when it is set or a `dev` runs.",
+        (*EVERY_COMMAND, "pipeline run", "pipeline synth"),
+    )
+    redis_max_connections: int = setting(
+        8,
+        parse_int,
+        "Size of the shared connection pool per process (callers queue for a connection).",
+        EVERY_COMMAND,
+    )
+    script_types: tuple[str, ...] = setting(
+        DEFAULT_SCRIPT_TYPES,
+        parse_csv,
+        "Comma-separated script types the supervisor accepts.",
+        ("serve", "actor", "dev"),
+    )
+    compat_legacy: bool = setting(
+        False,
+        parse_bool,
+        "Also push to and read from the legacy Hero keys (hero:work_queue:*, hero:reply:*).",
+        ("serve", "actor", "dev"),
+    )
+    legacy_queues: tuple[tuple[str, tuple[str, ...]], ...] = setting(
+        (),
+        parse_legacy_queues,
+        "Compat mode: the legacy queues each type's jobs are also pushed to, as "
+        "`type=kind[+kind],...` with kinds work_queue (hero:work_queue:{worker_id or type}) "
+        "and actor_queue (hero:job:actor_queue:{type}); unnamed types use work_queue.",
+        ("serve", "actor", "dev"),
+    )
+    outside_grace: float = setting(
+        2.0,
+        parse_float,
+        "Seconds an actor waits for the hash of a popped job id that has none (or no script) "
+        "yet, since an outside producer may LPUSH before it HSETs; then the job ends in error.",
+        ("actor", "dev"),
+    )
+    queue_poll: float = setting(
+        0.0,
+        parse_float,
+        "Seconds between an idle actor's checks of its queues for jobs other producers pushed. "
+        "0: no polling, Redis tells (CLIENT TRACKING); a Redis that refuses that gets 0.025.",
+        ("actor", "dev"),
+    )
+    stream_types: tuple[str, ...] = setting(
+        (),
+        parse_csv,
+        "Comma-separated script types whose type queue is a Redis Stream with a consumer "
+        "group (at-least-once delivery) instead of a list.",
+        ("serve", "actor", "dev"),
+    )
+    stream_claim_idle: float = setting(
+        30.0,
+        parse_float,
+        "Stream mode: seconds a delivered job may go unacknowledged by a silent actor before "
+        "another actor claims it (live actors keep theirs fresh on every heartbeat).",
+        ("actor", "dev"),
+    )
+    dlq_maxlen: int = setting(
+        10_000,
+        parse_int,
+        "Stream mode: approximate MAXLEN of each type's dead-letter stream.",
+        ("serve", "actor", "dev"),
+    )
+    events_maxlen: int = setting(
+        100_000,
+        parse_int,
+        "Approximate MAXLEN of the hero:events stream.",
+        ("serve", "actor", "dev"),
+    )
+    watch_interval: float = setting(
+        0.25,
+        parse_float,
+        "Seconds between batched hash checks for jobs run by actors that write only the hash.",
+        ("serve", "dev"),
+    )
+    retry_base: float = setting(
+        1.0,
+        parse_float,
+        "Retry backoff base in seconds: a failed attempt n waits min(base*2^n + U(0,1), max).",
+        ("serve", "actor", "dev"),
+    )
+    retry_max: float = setting(
+        60.0,
+        parse_float,
+        "Retry backoff cap in seconds.",
+        ("serve", "actor", "dev"),
+    )
+    timeout_grace: float = setting(
+        30.0,
+        parse_float,
+        "Seconds past its timeout before the supervisor ends a started job whose actor is gone.",
+        ("serve", "dev"),
+    )
+    job_ttl: int = setting(
+        7 * 24 * 3600,
+        parse_int,
+        "Seconds an ended job, its reply and its logs are kept (0: forever).",
+        ("serve", "actor", "dev"),
+    )
+    presence_ttl: int = setting(
+        15,
+        parse_int,
+        "Seconds an actor's presence key lives; the actor refreshes it every third of that. "
+        "The gateway declares an actor dead once its presence has been missing for this long "
+        "while Redis was reachable (an outage does not count). Set it alike on both.",
+        ("serve", "actor", "dev"),
+    )
+    max_actor_deaths: int = setting(
+        2,
+        parse_int,
+        "Actors a job may see die while running it: it runs again without spending its "
+        "retries until then, and the last death sends it to the dead-letter list (reason "
+        "poison) instead of the next actor.",
+        ("serve", "dev"),
+    )
+
+    @property
+    def redis(self) -> str:
+        """The Redis URL to use: the configured one, else the default."""
+        return self.redis_url or DEFAULT_REDIS_URL
