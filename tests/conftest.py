@@ -165,8 +165,8 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local Spark session for every pipeline test (its JVM starts once)."""
-    from gateway.pipeline.spark import SparkOptions, session
+    from gateway.pipeline.spark import SparkOptions, session, shutdown
 
     s = session(SparkOptions(master="local[2]", shuffle_partitions=4))
     yield s
-    s.stop()
+    shutdown(s)  # the JVM too: the session-end check fails on what outlives it

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -148,3 +149,30 @@ def session(options: SparkOptions | None = None) -> Any:
     # py4j logs every gateway round trip at INFO/DEBUG.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+def shutdown(spark: Any) -> None:
+    """Stop ``spark`` and the JVM this process started for it.
+
+    ``SparkSession.stop`` leaves the JVM (py4j's gateway) running until the
+    Python process exits; a long-lived process that is done with Spark, like a
+    test session that checks nothing it started outlives it, ends it here. The
+    JVM leaves when its stdin closes, which pyspark opened for exactly that."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = SparkContext._jvm = None
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
