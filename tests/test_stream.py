@@ -20,9 +20,9 @@ from gateway.errors import InvalidJob
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
-from tests.test_reliability import events_of, fast_settings, fsup, processes, sigkill_storm
+from tests.test_reliability import events_of, fast_settings, fsup, sigkill_storm
 
-__all__ = ["fsup", "processes"]  # fixtures from test_reliability
+__all__ = ["fsup"]  # a fixture from test_reliability
 
 STREAM = keys.work_stream("osis")
 
