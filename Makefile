@@ -57,13 +57,18 @@ $(TEST_STAMP): $(STAMP)
 run: setup
 	$(VENV)/bin/hero-gateway dev
 
-test: test-setup
+# Lint first, so CI (.ci/run = make test) enforces it.
+test: test-setup lint
 	$(PY) -m pytest
 
-# The last two lines: the JS client runtime, type-checked where it is written
-# (TypeScript from tests/node; ruff and mypy already cover the Python runtime in gateway/).
+# ruff (rules and layout) over every Python tree; mypy strict over the same trees
+# (pyproject.toml [tool.mypy] files). The last two lines: the JS client runtime,
+# type-checked where it is written (TypeScript from tests/node, installed once);
+# the Python runtime is in gateway/, its generated copy in clients/python.
+LINT_PATHS := gateway tests bench scripts clients/python
 lint: test-setup
-	$(VENV)/bin/ruff check gateway tests bench scripts
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 	cd tests/node && { [ -f node_modules/.package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
 	node tests/node/node_modules/typescript/bin/tsc -p gateway/codegen/runtime/tsconfig.json

@@ -115,8 +115,9 @@ def conditions(args: argparse.Namespace) -> dict[str, Any]:
 def spec_for(events: int, seed: int) -> synth.SynthSpec:
     jobs = max(1, events // EVENTS_PER_JOB)
     # 8 actors at 75 % utilisation; the rate only sets how long the simulated period is.
-    return synth.SynthSpec(jobs=jobs, rate=24.0, service_mean=0.25, actors=8, seed=seed,
-                           start_ms=1_700_000_000_000)
+    return synth.SynthSpec(
+        jobs=jobs, rate=24.0, service_mean=0.25, actors=8, seed=seed, start_ms=1_700_000_000_000
+    )
 
 
 def bench_archive(n: int, work: Path, batch: int) -> dict[str, Any]:
@@ -167,15 +168,22 @@ def bench_pipeline(spark: Any, events_dir: Path, out: Path) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100k,1M",
-                        help="comma-separated event counts (k/M suffixes), e.g. 100k,1M,5M")
+    parser.add_argument(
+        "--sizes",
+        default="100k,1M",
+        help="comma-separated event counts (k/M suffixes), e.g. 100k,1M,5M",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--batch", type=int, default=10_000, help="archive batch size")
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--shuffle-partitions", type=int, default=8)
     parser.add_argument("--skip-pipeline", action="store_true")
-    parser.add_argument("--work", type=Path, default=None,
-                        help="scratch folder (default: a temporary one, removed afterwards)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="scratch folder (default: a temporary one, removed afterwards)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
@@ -191,8 +199,13 @@ def main() -> int:
     try:
         if not args.skip_pipeline:
             t0 = time.perf_counter()
-            spark = session(SparkOptions(master=args.master, driver_memory=args.driver_memory,
-                                         shuffle_partitions=args.shuffle_partitions))
+            spark = session(
+                SparkOptions(
+                    master=args.master,
+                    driver_memory=args.driver_memory,
+                    shuffle_partitions=args.shuffle_partitions,
+                )
+            )
             cond["spark_start_s"] = round(time.perf_counter() - t0, 2)
             warm = scratch / "warmup"
             spec = spec_for(20_000, seed=1)
@@ -202,8 +215,10 @@ def main() -> int:
             bench_pipeline(spark, warm / "events", warm / "out")
             cond["warmup_20k_s"] = round(time.perf_counter() - t0, 2)
             shutil.rmtree(warm)
-            print(f"  spark start        {cond['spark_start_s']} s"
-                  f" (warm-up run on 20k events: {cond['warmup_20k_s']} s)")
+            print(
+                f"  spark start        {cond['spark_start_s']} s"
+                f" (warm-up run on 20k events: {cond['warmup_20k_s']} s)"
+            )
         for n in sizes:
             work = scratch / human(n)
             work.mkdir()
@@ -211,13 +226,18 @@ def main() -> int:
             row: dict[str, Any] = {"size": human(n)}
             row.update(bench_archive(n, work, args.batch))
             print(f"  XADD     {row['xadd_s']:8.2f} s  {row['xadd_per_s']:>10,.0f} events/s")
-            print(f"  archive  {row['archive_s']:8.2f} s  {row['archive_per_s']:>10,.0f} events/s"
-                  f"  ({row['files']} files, {row['parquet_mb']:.1f} MB)", flush=True)
+            print(
+                f"  archive  {row['archive_s']:8.2f} s  {row['archive_per_s']:>10,.0f} events/s"
+                f"  ({row['files']} files, {row['parquet_mb']:.1f} MB)",
+                flush=True,
+            )
             if spark is not None:
                 row.update(bench_pipeline(spark, work / "events", work / "out"))
-                print(f"  pipeline {row['pipeline_s']:8.2f} s  "
-                      f"{row['pipeline_per_s']:>10,.0f} events/s  ({row['jobs']:,} jobs)",
-                      flush=True)
+                print(
+                    f"  pipeline {row['pipeline_s']:8.2f} s  "
+                    f"{row['pipeline_per_s']:>10,.0f} events/s  ({row['jobs']:,} jobs)",
+                    flush=True,
+                )
             row["load_average_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
             print(f"  load average (1/5/15 min) after this size: {row['load_average_after']}")
             results.append(row)
@@ -228,19 +248,24 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     print("\nsummary (time grows from the previous size by a factor):")
-    header = f"{'events':>8} {'archive s':>10} {'archive ev/s':>13} {'pipeline s':>11} " \
-             f"{'pipeline ev/s':>14} {'archive x':>10} {'pipeline x':>11}"
+    header = (
+        f"{'events':>8} {'archive s':>10} {'archive ev/s':>13} {'pipeline s':>11} "
+        f"{'pipeline ev/s':>14} {'archive x':>10} {'pipeline x':>11}"
+    )
     print(header)
     previous: dict[str, Any] | None = None
     for row in results:
         a_growth = row["archive_s"] / previous["archive_s"] if previous else None
-        p_growth = (row["pipeline_s"] / previous["pipeline_s"]
-                    if previous and "pipeline_s" in row else None)
-        print(f"{row['size']:>8} {row['archive_s']:>10.2f} {row['archive_per_s']:>13,.0f} "
-              f"{row.get('pipeline_s', float('nan')):>11.2f} "
-              f"{row.get('pipeline_per_s', float('nan')):>14,.0f} "
-              f"{(f'{a_growth:.2f}' if a_growth else '-'):>10} "
-              f"{(f'{p_growth:.2f}' if p_growth else '-'):>11}")
+        p_growth = (
+            row["pipeline_s"] / previous["pipeline_s"] if previous and "pipeline_s" in row else None
+        )
+        print(
+            f"{row['size']:>8} {row['archive_s']:>10.2f} {row['archive_per_s']:>13,.0f} "
+            f"{row.get('pipeline_s', float('nan')):>11.2f} "
+            f"{row.get('pipeline_per_s', float('nan')):>14,.0f} "
+            f"{(f'{a_growth:.2f}' if a_growth else '-'):>10} "
+            f"{(f'{p_growth:.2f}' if p_growth else '-'):>11}"
+        )
         previous = row
     if args.json:
         args.json.write_text(json.dumps({"conditions": cond, "results": results}, indent=2))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 BENCH = Path(__file__).resolve().parent
 
@@ -23,7 +23,8 @@ PEER_LABELS = {
 PEERS = list(PEER_LABELS)
 
 
-def _ok(result: Any) -> bool:
+def _ok(result: object) -> TypeGuard[dict[str, Any]]:
+    """A section's figures (not an error or a skip); narrows ``results.get(...)``."""
     return isinstance(result, dict) and "error" not in result and "skipped" not in result
 
 

@@ -303,7 +303,7 @@ class Rpc:
         future = asyncio.get_running_loop().create_future()
         self._waiting[("batch", ids[0] if ids else None)] = future
         await self.ws.send(json.dumps(elements))
-        return await asyncio.wait_for(future, within)  # type: ignore[return-value]
+        return await asyncio.wait_for(future, within)
 
     async def raw(self, text: str | bytes, *, key: Any = None, within: float = 15.0) -> Any:
         """Send any text; wait for the answer with id ``key`` (None: null id)."""

@@ -237,7 +237,8 @@ async def test_an_actor_with_no_room_sleeps_through_wake_ups(
 
         async def running() -> bool:
             with contextlib.suppress(JobNotFound):
-                return (await sup.status("spin-first"))["status"] == "started"
+                status: str = (await sup.status("spin-first"))["status"]
+                return status == "started"
             return False
 
         await eventually(running, within=10)

@@ -17,7 +17,7 @@ import json
 import shutil
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +35,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class _PytestSignals(DrainingServer):
+    """Ctrl-C and SIGTERM stay pytest's: the server must not take over signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class RunningGateway:
@@ -55,11 +63,9 @@ class RunningGateway:
 
     async def start(self) -> None:
         gateway = build(self.config)
-        server = DrainingServer(
+        server = _PytestSignals(
             uvicorn_config(self.config, gateway), gateway, self.config.shutdown_grace
         )
-        # Ctrl-C and SIGTERM stay pytest's: the server must not take over signals.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
         self._server = server
         self._task = asyncio.create_task(server.serve())
         async with asyncio.timeout(15):

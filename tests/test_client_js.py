@@ -64,7 +64,7 @@ class NodeClient:
                     raw = await self.proc.stdout.readline()
                     if not raw:
                         raise AssertionError(f"node exited; last lines: {self.lines[-5:]}")
-                    line = json.loads(raw)
+                    line: dict[str, Any] = json.loads(raw)
                     self.lines.append(line)
                     if done(line):
                         return line

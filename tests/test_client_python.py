@@ -166,7 +166,7 @@ async def test_create_start_output_stop_delete(
 async def test_invalid_params_carry_the_schema_path(gateway: RunningGateway) -> None:
     async with HeroClient(gateway.ws_url) as hero:
         with pytest.raises(InvalidParams) as bad:
-            await hero.job_create({"script": "x", "script_type": "python", "priority": 7})  # type: ignore[typeddict-item]
+            await hero.job_create({"script": "x", "script_type": "python", "priority": 7})
         assert bad.value.code == -32602
         assert "priority" in str(bad.value.data)
 
@@ -241,7 +241,7 @@ async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
 async def test_key_auth_by_header_and_by_login(gateway: RunningGateway, sup: Supervisor) -> None:
     key = await KeyStore(sup.redis).create("client-test", "admin")
     for auth in ("header", "login"):
-        async with HeroClient(gateway.ws_url, key=key, auth=auth) as hero:  # type: ignore[arg-type]
+        async with HeroClient(gateway.ws_url, key=key, auth=auth) as hero:
             me = await hero.auth_whoami()
             assert (me["name"], me["scope"]) == ("client-test", "admin")
     with pytest.raises(Unauthenticated) as refused:

@@ -30,10 +30,27 @@ VENDOR = Path(__file__).resolve().parent / "vendor" / "openrpc"
 
 #: The method names DESIGN.md fixes, plus the three the gateway issue adds.
 DESIGN_METHODS = {
-    "job.create", "job.start", "job.run", "job.output", "job.status", "job.get", "job.list",
-    "job.stop", "job.delete", "job.logs", "job.subscribe", "job.unsubscribe", "queue.stats",
-    "actor.list", "stats.report", "auth.whoami", "rpc.discover",
-    "auth.login", "queue.dlq.list", "queue.dlq.replay", "job.purge",
+    "job.create",
+    "job.start",
+    "job.run",
+    "job.output",
+    "job.status",
+    "job.get",
+    "job.list",
+    "job.stop",
+    "job.delete",
+    "job.logs",
+    "job.subscribe",
+    "job.unsubscribe",
+    "queue.stats",
+    "actor.list",
+    "stats.report",
+    "auth.whoami",
+    "rpc.discover",
+    "auth.login",
+    "queue.dlq.list",
+    "queue.dlq.replay",
+    "job.purge",
     *HERO_ALIASES,
 }
 #: Results whose shape the gateway does not own: free-form on purpose.
@@ -278,8 +295,17 @@ def test_job_event_notification_is_described() -> None:
     event = contract.schema_validator("Event")
     assert event.is_valid(
         {
-            "id": "1700000000000-0", "job_id": "j1", "event": "finished", "status": "finished",
-            "script_type": "python", "group": None, "instance": None, "actor": "g:i",
-            "caller_id": None, "attempt": 1, "ts": 1700000000000, "error": None,
+            "id": "1700000000000-0",
+            "job_id": "j1",
+            "event": "finished",
+            "status": "finished",
+            "script_type": "python",
+            "group": None,
+            "instance": None,
+            "actor": "g:i",
+            "caller_id": None,
+            "attempt": 1,
+            "ts": 1700000000000,
+            "error": None,
         }
     )

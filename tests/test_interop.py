@@ -76,7 +76,8 @@ async def ended(rds: aioredis.Redis, job_id: str, within: float = 10.0) -> dict[
         return status in {"finished", "error"}
 
     await eventually(done, within=within)
-    return await rds.hgetall(f"hero:job:{job_id}")
+    fields: dict[str, str] = await rds.hgetall(f"hero:job:{job_id}")
+    return fields
 
 
 async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
@@ -181,7 +182,8 @@ async def test_a_burst_of_raw_pushes_is_served_once_each(rds: aioredis.Redis, ec
         await pipe.execute()
 
     async def all_finished() -> bool:
-        return await rds.zcard(keys.index_status("finished")) == len(ids)
+        finished: int = await rds.zcard(keys.index_status("finished"))
+        return finished == len(ids)
 
     await eventually(all_finished, within=30)
     finished = [e["job_id"] for _, e in await rds.xrange("hero:events") if e["event"] == "finished"]
@@ -385,7 +387,7 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
         key = f"hero:job:{job_id}"
 
         async def turn() -> bool:
-            status = await client.hget(key, "status")
+            status: str | None = await client.hget(key, "status")
             return status == ("started" if outside_first else "finished")
 
         await eventually(turn)
@@ -410,7 +412,8 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
         assert (result["status"], result["output"]) == ("finished", first)
 
         async def ours_done() -> bool:
-            return await rds.llen(keys.held("python", "default", ours.instance)) == 0
+            held: int = await rds.llen(keys.held("python", "default", ours.instance))
+            return held == 0
 
         await eventually(ours_done)
         await asyncio.sleep(0.2)  # ours reported its late result: nothing may follow
@@ -505,7 +508,11 @@ async def test_a_claim_that_meets_an_outside_end_records_it(
 
 
 async def _no_copy_left(rds: aioredis.Redis) -> bool:
-    return await rds.llen(TYPE_Q) == 0 and await rds.zcard(keys.index_status("dispatched")) == 0
+    queued: int = await rds.llen(TYPE_Q)
+    if queued:
+        return False
+    dispatched: int = await rds.zcard(keys.index_status("dispatched"))
+    return dispatched == 0
 
 
 async def test_an_outside_write_after_the_end_is_no_transition(

@@ -59,7 +59,8 @@ def ran(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str,
 def _trace(fig: dict[str, Any], name: str) -> dict[str, Any]:
     found = [t for t in fig["data"] if t["name"] == name]
     assert len(found) == 1, (name, [t["name"] for t in fig["data"]])
-    return found[0]
+    trace: dict[str, Any] = found[0]
+    return trace
 
 
 def test_charts_plot_what_report_json_says(ran: tuple[dict[str, Any], Path]) -> None:

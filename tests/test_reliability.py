@@ -165,7 +165,8 @@ async def test_jobs_of_a_killed_actor_are_re_dispatched(
 
 
 async def _status_is(sup: Supervisor, job_id: str, status: str) -> bool:
-    return (await sup.status(job_id))["status"] == status
+    now: str = (await sup.status(job_id))["status"]
+    return now == status
 
 
 async def test_started_job_whose_actor_never_answers_ends_in_timeout(
@@ -243,7 +244,7 @@ async def sigkill_storm(
     one that is running jobs, with SIGKILL (and restarting it), 8 times at most,
     for at most 150 s. Checks that every job finished exactly once with its own
     output; returns the events stream for further checks."""
-    argv = ("--script-type", "osis", "--concurrency", "4")
+    argv: tuple[str, ...] = ("--script-type", "osis", "--concurrency", "4")
     argv += ("--handler", "tests.fault_handlers:sleepy", *actor_argv)
     names = ["", "", ""]  # actor name per fleet slot
 

@@ -28,12 +28,31 @@ ADMIN = Identity("ops", "admin")
 
 def _job(job_id: str, caller_id: str | None) -> JsonObject:
     return {
-        "id": job_id, "caller_id": caller_id, "context_id": None, "worker_id": None,
-        "script": "print(1)", "script_type": "python", "timeout": 300, "retries": 0,
-        "concurrent": False, "log_path": None, "created_at": "2025-01-01T00:00:00+00:00",
-        "updated_at": None, "status": "created", "env_vars": {}, "prerequisites": [],
-        "dependents": [], "output": None, "error": None, "group": None, "instance": None,
-        "priority": 1, "attempt": 0, "started_at": None, "finished_at": None, "actor": None,
+        "id": job_id,
+        "caller_id": caller_id,
+        "context_id": None,
+        "worker_id": None,
+        "script": "print(1)",
+        "script_type": "python",
+        "timeout": 300,
+        "retries": 0,
+        "concurrent": False,
+        "log_path": None,
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "updated_at": None,
+        "status": "created",
+        "env_vars": {},
+        "prerequisites": [],
+        "dependents": [],
+        "output": None,
+        "error": None,
+        "group": None,
+        "instance": None,
+        "priority": 1,
+        "attempt": 0,
+        "started_at": None,
+        "finished_at": None,
+        "actor": None,
         "queue": None,
     }
 
@@ -58,8 +77,13 @@ class FakeSupervisor:
         if self.invalid_job:
             raise InvalidJob(
                 "Invalid job: script_type must be one of osis, python",
-                [{"field": "script_type", "message": "must be one of osis, python",
-                  "schema_path": ""}],
+                [
+                    {
+                        "field": "script_type",
+                        "message": "must be one of osis, python",
+                        "schema_path": "",
+                    }
+                ],
             )
         job_id = spec.get("job_id", "new1")
         self.jobs[job_id] = _job(job_id, spec.get("caller_id"))
@@ -120,18 +144,36 @@ class FakeSupervisor:
         return {"job_id": job_id, "logs": ""}
 
     async def queue_stats(self, script_type: str | None = None) -> JsonObjects:
-        return [{
-            "queue": "q", "mode": "list", "script_type": "python", "group": None,
-            "instance": None, "priority": 1, "depth": 2, "lag": 2, "pending": 0,
-            "oldest_age": 1.5, "consumers": 1,
-        }]
+        return [
+            {
+                "queue": "q",
+                "mode": "list",
+                "script_type": "python",
+                "group": None,
+                "instance": None,
+                "priority": 1,
+                "depth": 2,
+                "lag": 2,
+                "pending": 0,
+                "oldest_age": 1.5,
+                "consumers": 1,
+            }
+        ]
 
     async def actors(self, script_type: str | None = None) -> JsonObjects:
-        return [{
-            "script_type": "python", "group": "g", "instance": "i", "pid": 42,
-            "hostname": "h", "started_at": 1.7e9, "version": "0.1.0", "capabilities": [],
-            "last_heartbeat": 1.7e9,
-        }]
+        return [
+            {
+                "script_type": "python",
+                "group": "g",
+                "instance": "i",
+                "pid": 42,
+                "hostname": "h",
+                "started_at": 1.7e9,
+                "version": "0.1.0",
+                "capabilities": [],
+                "last_heartbeat": 1.7e9,
+            }
+        ]
 
     async def report(self) -> JsonObject | None:
         return None
@@ -239,9 +281,15 @@ async def test_an_invalid_jobspec_never_reaches_the_supervisor(sup: FakeSupervis
 @pytest.mark.parametrize(
     ("method", "extra"),
     [
-        ("job.get", {}), ("job.status", {}), ("job.output", {"wait": 1}), ("job.stop", {}),
-        ("job.delete", {}), ("job.logs", {}), ("job.start", {}),
-        ("get_job_status", {}), ("delete_job", {}),
+        ("job.get", {}),
+        ("job.status", {}),
+        ("job.output", {"wait": 1}),
+        ("job.stop", {}),
+        ("job.delete", {}),
+        ("job.logs", {}),
+        ("job.start", {}),
+        ("get_job_status", {}),
+        ("delete_job", {}),
     ],
 )
 async def test_another_callers_job_is_not_found(
@@ -251,7 +299,9 @@ async def test_another_callers_job_is_not_found(
     reply = await call(sup, CallContext(ALICE), method, {"job_id": "b1", **extra})
     missing = await call(sup, CallContext(ALICE), method, {"job_id": "zz", **extra})
     assert reply["error"] == {
-        "code": -32001, "message": "Job not found: b1", "data": {"job_id": "b1"}
+        "code": -32001,
+        "message": "Job not found: b1",
+        "data": {"job_id": "b1"},
     }
     assert json.dumps(missing).replace("zz", "b1") == json.dumps(reply)
     assert sup.calls == []  # nothing was done to it
@@ -381,7 +431,10 @@ async def test_user_subscriptions_are_limited_to_own_jobs(sup: FakeSupervisor) -
     reply = await call(sup, ctx, "job.subscribe", {"script_type": "python", "since": "1-0"})
     assert reply["result"] == {"subscription": "sub1"}
     assert subs.made[-1] == {
-        "job_ids": None, "script_type": "python", "caller_id": "alice", "since": "1-0"
+        "job_ids": None,
+        "script_type": "python",
+        "caller_id": "alice",
+        "since": "1-0",
     }
     assert code(await call(sup, ctx, "job.subscribe", {"job_ids": ["a1", "b1"]})) == -32001
     assert len(subs.made) == 1

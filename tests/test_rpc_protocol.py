@@ -173,8 +173,17 @@ def assert_error(reply: Any, code: int, id: Any = None) -> dict[str, Any]:
         "{'single': 'quotes'}",
     ],
     ids=[
-        "truncated", "empty", "blank", "unclosed", "batch-cut", "nan", "infinity",
-        "bad-utf8", "deep", "huge-int", "single-quotes",
+        "truncated",
+        "empty",
+        "blank",
+        "unclosed",
+        "batch-cut",
+        "nan",
+        "infinity",
+        "bad-utf8",
+        "deep",
+        "huge-int",
+        "single-quotes",
     ],
 )
 async def test_unparseable_text_is_one_parse_error(frame: str | bytes) -> None:
@@ -227,9 +236,19 @@ async def test_batch_of_non_objects_answers_each() -> None:
         ({"jsonrpc": "2.0", "method": "job.list", "id": 7, "extra": 1}, 7),
     ],
     ids=[
-        "no-jsonrpc", "jsonrpc-1.0", "jsonrpc-number", "no-method", "spec-example",
-        "method-null", "params-string", "params-number", "params-null", "id-bool",
-        "id-object", "id-array", "extra-member",
+        "no-jsonrpc",
+        "jsonrpc-1.0",
+        "jsonrpc-number",
+        "no-method",
+        "spec-example",
+        "method-null",
+        "params-string",
+        "params-number",
+        "params-null",
+        "id-bool",
+        "id-object",
+        "id-array",
+        "extra-member",
     ],
 )
 async def test_invalid_request_objects(message: dict[str, Any], id: Any) -> None:
@@ -368,8 +387,18 @@ async def test_positional_params_are_refused() -> None:
         ("job.list", {"cursor": ""}, "cursor", f"{CURSOR}/minLength"),
     ],
     ids=[
-        "nested-max", "array-item-pattern", "dependent", "unknown-field", "missing-field",
-        "missing-param", "unknown-param", "type", "limit-max", "limit-int", "enum", "cursor-empty",
+        "nested-max",
+        "array-item-pattern",
+        "dependent",
+        "unknown-field",
+        "missing-field",
+        "missing-param",
+        "unknown-param",
+        "type",
+        "limit-max",
+        "limit-int",
+        "enum",
+        "cursor-empty",
     ],
 )
 async def test_invalid_params_name_the_path_and_the_rule(
@@ -395,8 +424,10 @@ async def test_every_failure_is_listed() -> None:
 async def test_invalid_params_never_quote_the_value() -> None:
     params = {
         "job": {
-            "script": "x", "script_type": "python",
-            "env_vars": {"TOKEN": {"nested": SECRET}}, "group": SECRET,
+            "script": "x",
+            "script_type": "python",
+            "env_vars": {"TOKEN": {"nested": SECRET}},
+            "group": SECRET,
         }
     }
     reply = await handle_frame(
@@ -450,7 +481,9 @@ async def test_internal_errors_leak_nothing(job_id: str, caplog: pytest.LogCaptu
     text = await handle_frame(frame, Dispatcher(TABLE), CallContext(ANONYMOUS))
     assert text is not None
     assert json.loads(text) == {
-        "jsonrpc": "2.0", "error": {"code": -32603, "message": "Internal error"}, "id": 1,
+        "jsonrpc": "2.0",
+        "error": {"code": -32603, "message": "Internal error"},
+        "id": 1,
     }
     assert SECRET not in text
     assert any(r.exc_info for r in caplog.records), "the traceback goes to the log instead"
@@ -464,7 +497,9 @@ async def test_unserialisable_result_is_an_internal_error(job_id: str) -> None:
 async def test_unserialisable_error_data_keeps_the_code() -> None:
     bad = Failure("x", -32005, "Forbidden", {"what": object()})
     assert json.loads(encode_response(bad)) == {
-        "jsonrpc": "2.0", "error": {"code": -32005, "message": "Forbidden"}, "id": "x",
+        "jsonrpc": "2.0",
+        "error": {"code": -32005, "message": "Forbidden"},
+        "id": "x",
     }
 
 
@@ -499,7 +534,15 @@ async def test_mixed_batch_answers_every_element_on_its_own() -> None:
     assert [r["id"] for r in reply] == [1, 2, 3, 4, 5, 6, None, "s", None]
     assert reply[0]["result"]["id"] == "a"
     assert [r.get("error", {}).get("code") for r in reply] == [
-        None, -32600, -32601, -32602, -32603, -32603, -32600, -32001, None,
+        None,
+        -32600,
+        -32601,
+        -32602,
+        -32603,
+        -32603,
+        -32600,
+        -32001,
+        None,
     ]
     assert reply[-1]["result"] == {"name": "anonymous", "scope": "anonymous", "caller_id": None}
     assert ("job.list", {"limit": 2}) in calls
@@ -546,7 +589,8 @@ def test_single_frames_are_not_batches() -> None:
 def test_notification_encoding() -> None:
     text = encode_notification("job.event", {"subscription": "s1", "event": {"id": "1-0"}})
     assert json.loads(text) == {
-        "jsonrpc": "2.0", "method": "job.event",
+        "jsonrpc": "2.0",
+        "method": "job.event",
         "params": {"subscription": "s1", "event": {"id": "1-0"}},
     }
     assert "id" not in json.loads(text)

@@ -98,10 +98,14 @@ async def cli(redis_url: str, *commands: list[str]) -> list[tuple[int, str, str]
     done = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", _CLI_SESSION, json.dumps(commands)],
-        env=server_env(redis_url), cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env=server_env(redis_url),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return [tuple(r) for r in json.loads(done.stdout)]  # type: ignore[misc]
+    return [(code, out, err) for code, out, err in json.loads(done.stdout)]
 
 
 # -- the CLI and the store ---------------------------------------------------------------

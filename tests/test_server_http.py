@@ -143,8 +143,8 @@ async def test_metrics_endpoint_serves_queue_depth_and_rpc_latency(server: Serve
     text = body.decode() if isinstance(body, bytes) else body
     assert status == 200
     depth = (
-        "hero_queue_depth{group=\"\",instance=\"\",priority=\"1\","
-        "queue=\"hero:q:work:type:python\",script_type=\"python\"} 1.0"
+        'hero_queue_depth{group="",instance="",priority="1",'
+        'queue="hero:q:work:type:python",script_type="python"} 1.0'
     )
     assert depth in text
     assert 'hero_jobs{status="dispatched"} 1.0' in text

@@ -283,7 +283,15 @@ async def test_subscriptions_per_connection_are_capped(rpc: Rpc) -> None:
 
 def test_events_from_older_actors_still_fit_the_contract() -> None:
     """Entries without ts/attempt (legacy writers) and with extra fields."""
-    event = contract_event({"id": "1700000000123-4", "job_id": "j", "event": "finished",
-                            "status": "finished", "script_type": "osis", "extra": "dropped"})
+    event = contract_event(
+        {
+            "id": "1700000000123-4",
+            "job_id": "j",
+            "event": "finished",
+            "status": "finished",
+            "script_type": "osis",
+            "extra": "dropped",
+        }
+    )
     assert_event_shape(event)
     assert (event["ts"], event["attempt"], event["error"]) == (1700000000123, 0, None)

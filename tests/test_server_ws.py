@@ -333,7 +333,7 @@ async def test_queue_actor_stats_and_discovery_methods(
 async def test_hero_names_serve_the_same_methods(rpc: Rpc, old: str, actors: Any) -> None:
     actors()
     await rpc.call("create_job", {"job": job("print('h')", job_id="h1")})
-    params: dict[str, Any] = {
+    by_method: dict[str, dict[str, Any]] = {
         "create_job": {"job": job(job_id="h2")},
         "start_job": {"job_id": "h1"},
         "run_job": {"job": job("print('r')"), "wait": 20},
@@ -343,7 +343,8 @@ async def test_hero_names_serve_the_same_methods(rpc: Rpc, old: str, actors: Any
         "list_jobs": {},
         "stop_job": {"job_id": "h1"},
         "delete_job": {"job_id": "h1"},
-    }[old]
+    }
+    params = by_method[old]
     assert await rpc.call(old, params) is not None
     new = await rpc.request(HERO_ALIASES[old], params)
     assert "result" in new or new["error"]["code"] in (-32002,)  # start/stop twice

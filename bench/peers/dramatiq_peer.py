@@ -49,7 +49,7 @@ class Dramatiq(Peer):
 
     async def setup(self) -> None:
         self.r = redis.Redis.from_url(self.url)
-        self.sent: dict[str, dramatiq.Message] = {}  # type: ignore[type-arg]
+        self.sent: dict[str, dramatiq.Message] = {}
 
     async def teardown(self) -> None:
         self.r.close()

@@ -9,7 +9,7 @@ connections instead, so a BLOCK never holds a pool slot.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
@@ -89,9 +89,12 @@ def user_of(url: str) -> str:
     return urlsplit(url).username or "default"
 
 
-def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Map "Redis unreachable" (or answering a transient error, such as LOADING)
-    to BackendUnavailable (-32007) at the supervisor boundary."""
+    to BackendUnavailable (-32007) at the supervisor boundary.
+
+    Typed as returning a coroutine (what it is) so callers can hand the result
+    to ``asyncio.create_task``."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
