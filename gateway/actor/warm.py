@@ -47,14 +47,19 @@ class Ready:
             os.close(self.args_fd)
 
     async def discard(self) -> None:
-        """Kill it unused (its pipe closed first, so it would only have exited)."""
-        with contextlib.suppress(OSError):
-            os.close(self.args_fd)
+        """Kill it unused. The process goes first, while it still waits for its
+        options: with its pipe closed first, bwrap goes on with the options it
+        has and forks, and a child forked as the parent is killed can miss
+        ``--die-with-parent`` and live on holding our stdout and stderr pipes,
+        which asyncio's ``wait()`` waits for. The cgroup, where there is one,
+        takes whatever was forked all the same, before the wait."""
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
-        await self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(self.args_fd)
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
+        await self.proc.wait()
 
 
 class WarmPool:
