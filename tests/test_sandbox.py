@@ -399,3 +399,19 @@ async def test_without_cgroups_rlimits_bound_each_process(
     result = await sup.run(job("while True: pass", timeout=60), wait=60)
     assert result["status"] == "error" and "limit of the job" not in result["error"], result
     assert result["error"] == "exit code 152", result  # bwrap's 128 + SIGXCPU (24)
+
+
+def test_an_interpreter_under_tmp_is_seen_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout under /tmp has its venv there: the job's private /tmp must not
+    hide it (it is mounted first, the interpreter's folders on top)."""
+    venv = tmp_path / "venv"
+    assert str(venv).startswith("/tmp/")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "exec_prefix", str(venv))
+    argv = " ".join(Sandbox().argv(["python"], 7))
+    assert argv.index("--tmpfs /tmp") < argv.index(f"--ro-bind {venv} {venv}")
+    Sandbox().check()  # a trivial job with that interpreter: SandboxUnavailable if hidden

@@ -83,6 +83,11 @@ class Sandbox:
             args.append("--unshare-net")
         if not self.privileged:
             args += ["--unshare-user", "--disable-userns"]
+        # the private /tmp first: a later bind inside it (an interpreter or a
+        # venv under /tmp, as a checkout there has) is mounted on top of it,
+        # where a tmpfs mounted last would hide it
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp"]  # fmt: skip
         for path in SYSTEM:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
@@ -97,9 +102,7 @@ class Sandbox:
                     made.add(parent)
                     args += ["--dir", str(parent)]
             args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp",
-                 "--chdir", JOB_DIR, "--args", str(args_fd), "--"]  # fmt: skip
+        args += ["--chdir", JOB_DIR, "--args", str(args_fd), "--"]
         if self.privileged:
             uid = str(self.job_uid)
             args += [shutil.which(self.setpriv) or self.setpriv, "--reuid", uid, "--regid", uid,
