@@ -64,7 +64,11 @@ def flood(sock: socket.socket, sample: Callable[[], None]) -> tuple[int, bool]:
     """Write rpc.discover requests without ever reading, until the gateway stops
     taking them (blocked for two seconds), 100,000 were sent, or 30 s passed.
     ``sample`` runs about every 0.2 s. Returns (requests sent, blocked)."""
-    one = raw_ws.frame(json.dumps(req("rpc.discover", id=1)).encode())
+    # About 1 KB a request (a long id): the kernel's buffers on both sides
+    # (loopback autotunes a receive buffer up to tens of MB) then hold a few
+    # tens of thousands of requests at most, so a gateway that stopped reading
+    # blocks the client well before the 100,000 cap, whatever the buffer sizes.
+    one = raw_ws.frame(json.dumps(req("rpc.discover", id="r" * 1000)).encode())
     data = one * 100
     sock.setblocking(False)
     started = time.monotonic()
