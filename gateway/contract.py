@@ -35,11 +35,14 @@ def document() -> dict[str, Any]:
     return doc
 
 
-def served(script_types: Sequence[str]) -> dict[str, Any]:
+@cache
+def served(script_types: tuple[str, ...]) -> dict[str, Any]:
     """The document a gateway serves: the committed contract (the base the clients
     are generated from) with this deployment's script types enumerated where a
     caller names one (JobSpec's ``script_type`` and every ``script_type`` param),
-    so a client or tool sees the choices instead of learning them from -32602."""
+    so a client or tool sees the choices instead of learning them from -32602.
+    Built once per set of types and shared, like ``document()``: callers only
+    read it (the copy below is what keeps the base untouched)."""
     doc: dict[str, Any] = json.loads(json.dumps(document()))  # a copy: the base stays
     if not script_types:
         return doc
