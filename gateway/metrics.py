@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from gateway.supervisor import STATUSES, Supervisor
 from gateway.supervisor.events import Event
-from gateway.supervisor.job import REPORT_EVENTS
+from gateway.model.job import REPORT_EVENTS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -17,6 +17,7 @@ import redis
 
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.model import library as functions
 from gateway.supervisor import Supervisor, acl, keys, library, presence
 from gateway.supervisor.connection import pooled
 from tests.conftest import ROOT
@@ -84,10 +85,10 @@ def test_the_actor_user_cannot_touch_api_keys_functions_or_the_keyspace(
         ("CONFIG", "GET", "requirepass"),
         ("KEYS", "*"),
         ("ACL", "LIST"),
-        ("FCALL", "hero_delete", "0", *library.head(Config()), "any-job"),
+        ("FCALL", "hero_delete", "0", *functions.head(Config()), "any-job"),
         ("EVAL", "return redis.call('GET', KEYS[1])", "1", keys.api_key("0" * 64)),
         # a Function it may call still runs with its key permissions
-        ("FCALL", "hero_cycle", "1", keys.api_key("0" * 64), *library.head(Config())),
+        ("FCALL", "hero_cycle", "1", keys.api_key("0" * 64), *functions.head(Config())),
     ]
     try:
         assert actor.ping()
@@ -117,7 +118,7 @@ async def test_an_actor_user_waits_for_a_gateway_to_load_lost_functions(
     try:
         await admin.execute_command("FUNCTION", "DELETE", library.LIBRARY_NAME)
         with pytest.raises(redis.exceptions.ConnectionError):
-            await library.call(actor, Config(), "hero_cycle", key_names=[keys.held("t", "g", "i")])
+            await library.call(actor, Config(), functions.stream_touch(keys.work_stream("t"), "c"))
         assert await library.load(admin)
     finally:
         await admin.aclose()

@@ -14,7 +14,8 @@ import redis.asyncio as aioredis
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import BackendUnavailable, InvalidJob, InvalidState, JobNotFound
-from gateway.supervisor import Supervisor, library, submission
+from gateway.model import library as functions
+from gateway.supervisor import Supervisor, submission
 from tests.helpers import job
 
 
@@ -126,7 +127,7 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     )
     assert answers[:n] == [{"job_id": f"big-{i}", "status": "created"} for i in range(n)]
     (commands,) = sent  # one pipeline: the runs' call, then 3 calls of creates
-    flag = 3 + len(library.head(sup.config))  # FCALL name numkeys *head start-flag
+    flag = 3 + len(functions.head(sup.config))  # FCALL name numkeys *head start-flag
     assert [(c[flag], (len(c) - flag - 1) // 3) for c in commands] == [
         ("1", 3),
         ("0", submission.SUBMIT_BATCH),

@@ -27,7 +27,8 @@ from gateway.actor import Actor, JobContext
 from gateway.config import Config, resolve
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import read_events
-from gateway.supervisor import Supervisor, keys, library
+from gateway.model import library as functions
+from gateway.supervisor import Supervisor, keys
 from tests.helpers import eventually, job
 
 pytestmark = pytest.mark.timeout(90)
@@ -325,8 +326,8 @@ def test_legacy_queues_setting_per_type() -> None:
         ("python", ("actor_queue",)),
         ("osis", ("work_queue", "actor_queue")),
     )
-    assert library.compat_spec(config) == "1;python=actor_queue;osis=work_queue+actor_queue"
-    assert library.compat_spec(replace(config, compat_legacy=False)) == "0"
+    assert functions.compat_spec(config) == "1;python=actor_queue;osis=work_queue+actor_queue"
+    assert functions.compat_spec(replace(config, compat_legacy=False)) == "0"
     for bad, message in [
         ("python=bogus", "unknown legacy queue 'bogus'"),
         ("python", "not type=kind"),

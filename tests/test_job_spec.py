@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import InvalidJob
-from gateway.supervisor.job import JobSpec
+from gateway.model.job import JobSpec
 
 TYPES = ("python", "osis")
 

@@ -35,9 +35,10 @@ LAYERS = {
     "gateway.config": "floor",
     "gateway.eventloop": "floor",
     "gateway.protocols": "floor",
+    # the sans-I/O model: a job, its events, the typed binding of hero.lua
+    "gateway.model": "model",
     "gateway.supervisor": "supervisor",
     "gateway.supervisor.keys": "supervisor.keys",
-    "gateway.supervisor.job": "supervisor.job",
     "gateway.supervisor.worker": "supervisor.actor_api",
     "gateway.supervisor.connection": "supervisor.actor_api",
     # structured logging; masks API keys, so it knows their prefix (supervisor.auth)
@@ -57,23 +58,24 @@ LAYERS = {
     "gateway.metrics": "entry",
 }
 
-SUPERVISOR = {"supervisor", "supervisor.keys", "supervisor.job", "supervisor.actor_api"}
+SUPERVISOR = {"supervisor", "supervisor.keys", "supervisor.actor_api"}
 
 #: Which layers each layer may import (its own always). What is not listed
 #: points the wrong way: up, or sideways between peers.
 MAY_IMPORT: dict[str, set[str]] = {
     "floor": set(),
-    "supervisor": {"floor"} | SUPERVISOR,
+    "model": {"floor"},
+    "supervisor": {"floor", "model"} | SUPERVISOR,
     # `gateway/rpc` calls the supervisor through the protocols in rpc/backends.py
-    "rpc": {"floor", "web"},
+    "rpc": {"floor", "model", "web"},
     # the page, its generated JS client and the charts' plotly bundle
-    "web": {"floor", "codegen", "pipeline.charts"},
+    "web": {"floor", "model", "codegen", "pipeline.charts"},
     "codegen": {"floor"},
-    "logs": {"floor", "supervisor"},
+    "logs": {"floor", "model", "supervisor"},
     # actors use the supervisor's API for actors, never its keys or Functions
-    "actor": {"floor", "logs", "supervisor.actor_api"},
-    # the archive reads the events stream: its key and the job vocabulary
-    "pipeline": {"floor", "logs", "supervisor.keys", "supervisor.job", "pipeline.charts"},
+    "actor": {"floor", "model", "logs", "supervisor.actor_api"},
+    # the archive reads the events stream: its key and the model of an event
+    "pipeline": {"floor", "model", "logs", "supervisor.keys", "pipeline.charts"},
     "entry": set(LAYERS.values()),
 }
 for _name in SUPERVISOR:
@@ -84,6 +86,7 @@ MAY_IMPORT["pipeline.charts"] = {"floor"}
 #: Third-party packages a layer must not import at all.
 NEVER_THIRD_PARTY = {
     "floor": {"redis", "hiredis"},
+    "model": {"redis", "hiredis"},
     "rpc": {"redis", "hiredis"},
     "web": {"redis", "hiredis"},
     "codegen": {"redis", "hiredis"},
@@ -162,11 +165,11 @@ def test_every_import_points_down() -> None:
 def test_the_check_refuses_a_wrong_arrow() -> None:
     """The rule is not vacuous: an upward and a sideways import are caught."""
     known = set(modules())
-    up = violations("gateway.supervisor.job", False, "from gateway.rpc import codes\n", known)
+    up = violations("gateway.model.job", False, "from gateway.supervisor import keys\n", known)
     side = violations("gateway.actor.runtime", False, "from ..pipeline import store\n", known)
     deep = violations("gateway.rpc.app", False, "def f():\n    import redis.asyncio\n", known)
     internals = violations("gateway.actor.x", False, "from gateway.supervisor import keys\n", known)
-    assert up == ["gateway.supervisor.job (supervisor.job) imports gateway.rpc.codes (rpc)"]
+    assert up == ["gateway.model.job (model) imports gateway.supervisor.keys (supervisor.keys)"]
     assert side == ["gateway.actor.runtime (actor) imports gateway.pipeline.store (pipeline)"]
     assert deep == ["gateway.rpc.app (rpc) imports redis.asyncio"]
     assert internals == [

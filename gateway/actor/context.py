@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
-from gateway.supervisor.worker import Claimed
+from gateway.model import Claimed
 
 
 class JobFailed(Exception):

@@ -34,7 +34,8 @@ from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE, user_of
-from gateway.supervisor.worker import ActorLink, Claimed, Outcome
+from gateway.model import Claimed, Outcome
+from gateway.supervisor.worker import ActorLink
 
 log = logging.getLogger("gateway.actor")
 

@@ -40,7 +40,7 @@ from gateway.pipeline.model import (
     PipelineResult,
     Progress,
 )
-from gateway.supervisor.job import REPORT_EVENTS
+from gateway.model.job import REPORT_EVENTS
 
 #: The Parquet tables ``run`` writes, each in its own folder under ``params.out``.
 TABLES = ("jobs", "attempts", "stats", "actors", "stuck")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from gateway.supervisor.job import STATUSES
+from gateway.model.job import STATUSES
 
 #: Every event name the supervisor writes (event == the job's new status).
 EVENT_NAMES = STATUSES

@@ -3,7 +3,7 @@
 The RPC layer and the actor runtime talk to Redis only through this package.
 """
 
-from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec
+from gateway.model.job import STATUSES, TERMINAL, JobSpec
 from gateway.supervisor.subscriptions import Subscription, SubscriptionOverflow
 from gateway.supervisor.supervisor import Supervisor
 

@@ -12,6 +12,9 @@ no client can inject ``:`` or glob characters into a key name.
 
 from __future__ import annotations
 
+from gateway.model.job import DEFAULT_PRIORITY as DEFAULT_PRIORITY  # stats.py reads it here too
+from gateway.model.job import JobSpec
+
 PREFIX = "hero"
 
 #: What a job id, script type, group, instance, caller id or worker id may look
@@ -21,7 +24,6 @@ IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
-DEFAULT_PRIORITY = 1
 
 EVENTS = f"{PREFIX}:events"
 #: The terminal events alone, under the same ids as in EVENTS (trimmed to
@@ -56,6 +58,14 @@ def work_queue(
     if priority != DEFAULT_PRIORITY:
         key += f":prio:{priority}"
     return key
+
+
+def dispatch_queue(spec: JobSpec) -> str:
+    """Where a job is dispatched: the type's stream in stream mode; else the
+    instance queue, else the group queue, else the type queue."""
+    if spec.stream:
+        return work_stream(spec.script_type)
+    return work_queue(spec.script_type, spec.group, spec.instance, spec.priority)
 
 
 def work_stream(script_type: str) -> str:

@@ -1,4 +1,9 @@
-"""The Redis Function library (``lua/hero.lua``) that makes every transition atomic.
+"""The Redis Function library (``lua/hero.lua``) that makes every transition
+atomic, and the one place a Function is called.
+
+What each Function takes and returns is ``gateway.model.library`` (sans
+I/O); here a ``Call`` is run (``call``, or ``pipeline`` for many) and its
+reply decoded.
 
 The Lua source names keys only through ``{{PLACEHOLDERS}}`` filled from
 ``keys.py`` here, so the key scheme still has one home. Loading is
@@ -7,18 +12,21 @@ idempotent (FUNCTION LOAD REPLACE), done once per process at connect.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError, ResponseError
 
 from gateway.config import Config
+from gateway.model.library import Call, Reply
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands
+from gateway.supervisor.wire import Wire
+
+R = TypeVar("R")
 
 LIBRARY_NAME = "hero"
 
@@ -61,48 +69,35 @@ def source() -> str:
     return text
 
 
-def head(config: Config) -> list[str]:
-    """The ARGV every Function call starts with (see the top of hero.lua).
-
-    The jitter is drawn here because scripts must be deterministic."""
-    return [
-        str(config.events_maxlen),
-        compat_spec(config),
-        str(config.job_ttl),
-        repr(config.retry_base),
-        repr(config.retry_max),
-        repr(random.random()),
-        str(config.dlq_maxlen),
-    ]
-
-
-def compat_spec(config: Config) -> str:
-    """Head entry [2]: "0" when compat is off, else "1" and each type's own
-    legacy queue kinds (``HERO_LEGACY_QUEUES``)."""
-    if not config.compat_legacy:
-        return "0"
-    return "1" + "".join(f";{t}={'+'.join(kinds)}" for t, kinds in config.legacy_queues)
-
-
-async def call(
-    client: Commands,
-    config: Config,
-    function: str,
-    *args: str | int | float,
-    key_names: Sequence[str] = (),
-) -> Any:
-    """FCALL with the common head. A Redis that came back without the library
-    (restarted without persistence, or flushed with FUNCTION FLUSH) gets it
-    loaded again, and the call is retried once."""
-    argv = [*key_names, *head(config), *args]
+async def call(client: Commands, config: Config, fcall: Call[R]) -> R:
+    """Run one Function call and decode its reply. A Redis that came back
+    without the library (restarted without persistence, or flushed with
+    FUNCTION FLUSH) gets it loaded again, and the call is retried once."""
+    command = fcall.command(config)
     try:
-        return await client.execute_command("FCALL", function, len(key_names), *argv)
+        reply = await client.execute_command(*command)
     except ResponseError as exc:
         if not lost_library(exc):
             raise
         if not await load(client):  # an actor's user: like Redis away until a gateway loads it
             raise RedisConnectionError("the Functions are not loaded yet") from None
-        return await client.execute_command("FCALL", function, len(key_names), *argv)
+        reply = await client.execute_command(*command)
+    return fcall.decode(Reply(reply))
+
+
+async def pipeline(wire: Wire, config: Config, calls: Sequence[Call[R]]) -> list[R | Exception]:
+    """Many Function calls in one pipeline, each decoded; the error of a call
+    that failed stands in its place. A lost library is loaded again and the
+    whole pipeline sent once more (nothing of it ran)."""
+    commands = [c.command(config) for c in calls]
+    replies = await wire.pipeline(commands)
+    if any(lost_library(r) for r in replies):
+        await load(wire)
+        replies = await wire.pipeline(commands)
+    return [
+        r if isinstance(r, Exception) else c.decode(Reply(r))
+        for c, r in zip(calls, replies, strict=True)
+    ]
 
 
 def lost_library(reply: Any) -> bool:

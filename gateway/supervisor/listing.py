@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
-from gateway.supervisor.job import decode
+from gateway.model.job import decode
 
 _BATCH = 200
 

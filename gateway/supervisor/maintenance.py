@@ -24,15 +24,18 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 
 from gateway.config import Config
+from gateway.model import library as functions
+from gateway.model.library import Call
 from gateway.supervisor import keys, library, presence
 from gateway.supervisor.connection import UNAVAILABLE
 
 log = logging.getLogger("gateway.supervisor.maintenance")
+R = TypeVar("R")
 
 
 class Maintenance:
@@ -72,22 +75,18 @@ class Maintenance:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self._interval)
 
-    async def _call(
-        self, function: str, *args: str | int, key_names: list[str] | None = None
-    ) -> Any:
-        return await library.call(
-            self._client, self._config, function, *args, key_names=key_names or ()
-        )
+    async def _call(self, fcall: Call[R]) -> R:
+        return await library.call(self._client, self._config, fcall)
 
     async def lead(self) -> bool:
         ttl_ms = int(self._interval * 3000)
-        return bool(await self._call("hero_lead", self.holder, ttl_ms))
+        return await self._call(functions.lead(self.holder, ttl_ms))
 
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
         done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0, "consumers": 0}
         ttl_ms = self._config.presence_ttl * 1000
-        lost = int(await self._call("hero_watch", ttl_ms))
+        lost = await self._call(functions.watch(ttl_ms))
         if lost:
             log.warning("redis was out of reach: every actor gets a full presence TTL again",
                         extra={"lost_ms": lost})  # fmt: skip
@@ -100,22 +99,19 @@ class Maintenance:
             if parts is None:
                 await self._client.zrem(keys.ACTORS, lease)
                 continue
-            held = keys.held(*parts)
             deaths = self._config.max_actor_deaths
-            n = int(await self._call("hero_reap", lease, deaths, ttl_ms, key_names=[held]))
+            n = await self._call(functions.reap(lease, keys.held(*parts), deaths, ttl_ms))
             if n:
                 log.warning("jobs of a dead actor", extra={"actor": lease, "jobs": n})
             done["reaped"] += n
-        done["promoted"] = int(await self._call("hero_promote"))
+        done["promoted"] = await self._call(functions.promote())
         grace_ms = int(self._config.timeout_grace * 1000)
-        done["expired"] = int(await self._call("hero_expire", grace_ms, 500))
-        done["pruned"] = int(await self._call("hero_prune", 1000))
+        done["expired"] = await self._call(functions.expire(grace_ms, 500))
+        done["pruned"] = await self._call(functions.prune(1000))
         idle_ms = int(self.stale_consumer_after * 1000)
         for script_type in self._config.stream_types:
             stream = keys.work_stream(script_type)
-            done["consumers"] += int(
-                await self._call("hero_stream_prune", idle_ms, key_names=[stream])
-            )
+            done["consumers"] += await self._call(functions.stream_prune(stream, idle_ms))
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
         return done

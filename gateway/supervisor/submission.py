@@ -8,14 +8,14 @@ or, for a single submit, the error its caller raises.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from gateway.config import Config
 from gateway.errors import Forbidden, InvalidJob
-from gateway.supervisor import library
-from gateway.supervisor.job import JobSpec
+from gateway.model import JobSpec, Transition, Verdict
+from gateway.model import library as functions
+from gateway.supervisor import keys, library
 from gateway.supervisor.wire import Wire
 
 #: Jobs per hero_submit_many call: ~5 ms of Redis time, so a big batch
@@ -25,71 +25,62 @@ SUBMIT_BATCH = 100
 
 async def submit_jobs(
     wire: Wire, config: Config, jobs: Sequence[tuple[JobSpec, bool]]
-) -> list[Any]:
+) -> list[Transition | Exception]:
     """Each job's ``hero_submit`` reply (or the error of its call), in order:
     one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs of the same start
     flag, all in one pipeline."""
     size = SUBMIT_BATCH
-    calls: list[list[int]] = []  # per call: the positions of its jobs
+    groups: list[list[int]] = []  # per call: the positions of its jobs
     for start in (True, False):
         chosen = [i for i, (_, s) in enumerate(jobs) if s is start]
-        calls += [chosen[i : i + size] for i in range(0, len(chosen), size)]
-    commands = []
-    for positions in calls:
-        args = ["1" if jobs[positions[0]][1] else "0"]
-        for i in positions:
-            job = jobs[i][0]
-            prerequisites = json.dumps(list(job.prerequisites))
-            args += [job.job_id, prerequisites, json.dumps(job.hash_fields())]
-        commands.append(("FCALL", "hero_submit_many", 0, *library.head(config), *args))
-    replies = await wire.pipeline(commands)
-    if any(library.lost_library(r) for r in replies):  # nothing ran: load it, then once more
-        await library.load(wire)
-        replies = await wire.pipeline(commands)
-    answers: list[Any] = [None] * len(jobs)
-    for positions, reply in zip(calls, replies, strict=True):
+        groups += [chosen[i : i + size] for i in range(0, len(chosen), size)]
+    calls = [
+        functions.submit_many(
+            jobs[positions[0]][1],
+            [(jobs[i][0], keys.dispatch_queue(jobs[i][0])) for i in positions],
+        )
+        for positions in groups
+    ]
+    replies = await library.pipeline(wire, config, calls)
+    answers: dict[int, Transition | Exception] = {}
+    for positions, reply in zip(groups, replies, strict=True):
         for n, i in enumerate(positions):
             answers[i] = reply if isinstance(reply, Exception) else reply[n]
-    return answers
+    return [answers[i] for i in range(len(jobs))]
 
 
-def accepted(spec: JobSpec, reply: Any) -> list[str]:
+def accepted(spec: JobSpec, reply: Transition) -> Transition:
     """A single submit's reply, or the error that refuses it: ``Forbidden``
     when another caller holds the id, ``InvalidJob`` for an unknown
     prerequisite."""
-    if reply[0] == "taken":
+    if reply.verdict is Verdict.TAKEN:
         raise Forbidden("Job id taken", {"job_id": spec.job_id})
-    if reply[0] == "bad_prerequisite":
+    if reply.verdict is Verdict.BAD_PREREQUISITE:
         raise InvalidJob(
-            f"Invalid job: prerequisite {reply[1]} is unknown or the job itself",
+            f"Invalid job: prerequisite {reply.prerequisite} is unknown or the job itself",
             data=[
                 {
                     "field": "prerequisites",
-                    "message": f"unknown job {reply[1]}",
+                    "message": f"unknown job {reply.prerequisite}",
                     "schema_path": "",
                 }
             ],
         )
-    return [str(x) for x in reply]
+    return reply
 
 
-def answer(job: JobSpec, reply: Any) -> dict[str, Any]:
+def answer(job: JobSpec, reply: Transition) -> dict[str, Any]:
     """One job's answer in a producer's batch (``Supervisor.submit_many``):
     ``create``'s or ``start``'s shape, or status ``invalid`` with the reason
     in ``error`` instead of failing the batch."""
-    kind = str(reply[0])
-    if kind == "bad_prerequisite":
+    if reply.verdict is Verdict.BAD_PREREQUISITE:
         return {
             "job_id": job.job_id,
             "status": "invalid",
-            "error": f"prerequisite {reply[1]} is unknown or the job itself",
+            "error": f"prerequisite {reply.prerequisite} is unknown or the job itself",
         }
-    if kind == "taken":
+    if reply.verdict is Verdict.TAKEN:
         return {"job_id": job.job_id, "status": "invalid", "error": "id taken"}
-    if kind == "exists":
-        return {"job_id": job.job_id, "status": str(reply[1])}
-    return {
-        "job_id": job.job_id,
-        "status": kind,
-        "queue": (str(reply[1]) or None) if len(reply) > 1 else None,
-    }
+    if reply.verdict is Verdict.EXISTS:
+        return {"job_id": job.job_id, "status": reply.status}
+    return {"job_id": job.job_id, "status": reply.status, "queue": reply.queue}

@@ -14,12 +14,15 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
+from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode, result
+from gateway.model import library as functions
+from gateway.model.library import Call
 from gateway.supervisor import (
     connection,
     dlq,
@@ -33,7 +36,6 @@ from gateway.supervisor import (
 from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
-from gateway.supervisor.job import STATUSES, TERMINAL, JobSpec, decode, result
 from gateway.supervisor.maintenance import Maintenance
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
@@ -42,6 +44,7 @@ from gateway.supervisor.wire import Wire
 log = logging.getLogger("gateway.supervisor")
 
 MAX_WAIT = 3600.0
+R = TypeVar("R")
 
 
 class Supervisor:
@@ -104,8 +107,8 @@ class Supervisor:
 
     # -- jobs --------------------------------------------------------------------
 
-    async def _call(self, function: str, *args: str | int) -> Any:
-        return await library.call(self.wire, self.config, function, *args)
+    async def _call(self, fcall: Call[R]) -> R:
+        return await library.call(self.wire, self.config, fcall)
 
     def parse(self, spec: Any, *, validated: bool = False) -> JobSpec:
         """``validated``: the caller already checked ``spec`` against the
@@ -118,13 +121,15 @@ class Supervisor:
     #: JSON-RPC batch) become one Function call: see ``batching``.
     _submits: Merger[tuple[JobSpec, bool]] | None = None
 
-    async def _submit(self, spec: JobSpec, start: bool) -> list[str]:
+    async def _submit(self, spec: JobSpec, start: bool) -> Transition:
         """``hero_submit``'s reply, merged with the submits issued alongside it."""
         if self._submits is None:
             self._submits = Merger(self._submit_jobs)
         return submission.accepted(spec, await self._submits.submit((spec, start)))
 
-    async def _submit_jobs(self, jobs: Sequence[tuple[JobSpec, bool]]) -> list[Any]:
+    async def _submit_jobs(
+        self, jobs: Sequence[tuple[JobSpec, bool]]
+    ) -> list[Transition | Exception]:
         return await submission.submit_jobs(self.wire, self.config, jobs)
 
     @guarded
@@ -140,10 +145,12 @@ class Supervisor:
         ``error`` instead of failing the batch."""
         jobs = [self.parse(spec) for spec in specs]
         replies = await self._submit_jobs([(job, start) for job in jobs])
-        for reply in replies:
+        answers = []
+        for job, reply in zip(jobs, replies, strict=True):
             if isinstance(reply, Exception):
                 raise reply
-        return [submission.answer(job, reply) for job, reply in zip(jobs, replies, strict=True)]
+            answers.append(submission.answer(job, reply))
+        return answers
 
     @guarded
     async def create(self, spec: Any, *, validated: bool = False) -> dict[str, Any]:
@@ -151,20 +158,19 @@ class Supervisor:
         (a spec without caller_id, an admin's, may name any job)."""
         job = self.parse(spec, validated=validated)
         reply = await self._submit(job, start=False)
-        status = reply[1] if reply[0] == "exists" else reply[0]
-        return {"job_id": job.job_id, "status": status}
+        return {"job_id": job.job_id, "status": reply.status}
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call("hero_start", job_id)
-        if reply[0] == "not_found":
+        reply = await self._call(functions.start(job_id))
+        if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
-        if reply[0] == "invalid_state":
+        if reply.verdict is Verdict.INVALID_STATE:
             raise InvalidState(
-                f"Job {job_id} is {reply[1]}; only a created job can be started",
-                {"job_id": job_id, "status": reply[1]},
+                f"Job {job_id} is {reply.status}; only a created job can be started",
+                {"job_id": job_id, "status": reply.status},
             )
-        return {"job_id": job_id, "status": reply[0], "queue": reply[1] or None}
+        return {"job_id": job_id, "status": reply.status, "queue": reply.queue}
 
     @guarded
     async def run(
@@ -181,9 +187,9 @@ class Supervisor:
         fut = self.waits.register(job.job_id)
         try:
             reply = await self._submit(job, start=True)
-            if reply[0] != "exists":
+            if reply.verdict is not Verdict.EXISTS:
                 self.waits.created(job.job_id)
-            if reply[0] == "error" or (reply[0] == "exists" and reply[1] in TERMINAL):
+            if reply.status in TERMINAL:  # failed at once, or an ended job of this caller
                 self.waits.resolve(job.job_id, await self._result(job.job_id))
         except BaseException:
             self.waits.forget(job.job_id, fut)
@@ -261,19 +267,19 @@ class Supervisor:
 
     @guarded
     async def stop(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call("hero_stop", job_id)
-        if reply[0] == "not_found":
+        reply = await self._call(functions.stop(job_id))
+        if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
-        if reply[0] == "invalid_state":
+        if reply.verdict is Verdict.INVALID_STATE:
             raise InvalidState(
-                f"Job {job_id} already ended ({reply[1]})", {"job_id": job_id, "status": reply[1]}
+                f"Job {job_id} already ended ({reply.status})",
+                {"job_id": job_id, "status": reply.status},
             )
         return {"job_id": job_id, "status": "stopped"}
 
     @guarded
     async def delete(self, job_id: str) -> dict[str, Any]:
-        deleted = await self._call("hero_delete", job_id)
-        return {"deleted": bool(deleted)}
+        return {"deleted": await self._call(functions.delete(job_id))}
 
     @guarded
     async def purge(self, status: str = "finished", older_than: float = 0.0) -> dict[str, Any]:
@@ -284,14 +290,14 @@ class Supervisor:
         # every ended job (a job that ended this very millisecond included).
         cutoff = str(int((time.time() - older_than) * 1000)) if older_than > 0 else "+inf"
         deleted = 0
-        head = library.head(self.config)
         while ids := await self.redis.zrangebyscore(
             keys.index_status(status), "-inf", cutoff, start=0, num=500
         ):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for job_id in ids:
-                    pipe.fcall("hero_delete", 0, *head, job_id)
-                deleted += sum(await pipe.execute())
+            calls = [functions.delete(job_id) for job_id in ids]
+            for done in await library.pipeline(self.wire, self.config, calls):
+                if isinstance(done, Exception):
+                    raise done
+                deleted += done
         return {"deleted": deleted}
 
     @guarded
@@ -333,7 +339,7 @@ class Supervisor:
 
     async def reconcile(self, job_id: str) -> None:
         """Catch up with a status an actor we did not write put straight into the hash."""
-        await self._call("hero_reconcile", job_id)
+        await self._call(functions.reconcile(job_id))
 
     @guarded
     async def dlq_list(
@@ -347,8 +353,7 @@ class Supervisor:
     @guarded
     async def dlq_replay(self, script_type: str, job_ids: list[str] | None = None) -> list[str]:
         """Dispatch dead-lettered jobs again with fresh attempts; returns the ids replayed."""
-        replayed = await self._call("hero_dlq_replay", script_type, *(job_ids or []))
-        return [str(j) for j in replayed]
+        return await self._call(functions.dlq_replay(script_type, job_ids or []))
 
     @guarded
     async def status_counts(self) -> dict[str, int]:

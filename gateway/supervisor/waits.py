@@ -33,7 +33,7 @@ from gateway.errors import HeroError, JobNotFound, WaitTimeout
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
 from gateway.supervisor.events import Event
-from gateway.supervisor.job import TERMINAL, result
+from gateway.model.job import TERMINAL, result
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.waits")

@@ -43,12 +43,9 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from gateway.config import Config
+from gateway.model import library as functions
+from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, keys, library, presence, stop_requests
-
-# Claimed and Outcome are re-exported: the actor runtime imports them from here.
-from gateway.supervisor.claims import CLAIM_FIELDS
-from gateway.supervisor.claims import Claimed as Claimed
-from gateway.supervisor.claims import Outcome as Outcome
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -164,7 +161,7 @@ class ActorLink:
                 await self.withdraw()
                 await presence.leave(self.redis, self._info)
                 if self.stream:
-                    await self._stream_call("hero_stream_leave")
+                    await self._stream_call(functions.stream_leave)
         await self._waker.aclose()
         await self._control.aclose()
         await self._wire.aclose()
@@ -183,18 +180,23 @@ class ActorLink:
         self._room.clear()
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
-        args: list[str | int] = [self.name, self._ctl, self._lease, want, self.consumer, idle_ms]
-        # only while subscribed: a handoff published before that would be lost
-        args += [self._record if accept_handoff and self._listening else ""]
-        args += [int(self._config.outside_grace * 1000), len(outcomes)]
-        for o in outcomes:
-            entry = self._entries.get(o.job_id, "")
-            args += [o.job_id, o.status, o.output, o.error, o.log_path, entry]
-        args += ["off"] if self._sandbox_off else []
-        rows, settle_ms = await library.call(
-            self._wire, self._config, "hero_cycle", *args, key_names=self._cycle_keys
+        actor = functions.Actor(self.name, self._ctl, self._lease, self.consumer, self._sandbox_off)
+        reply = await library.call(
+            self._wire,
+            self._config,
+            functions.cycle(
+                actor,
+                self._cycle_keys,
+                want=want,
+                outcomes=outcomes,
+                entries=self._entries,
+                reclaim_idle_ms=idle_ms,
+                # only while subscribed: a handoff published before that would be lost
+                record=self._record if accept_handoff and self._listening else "",
+                outside_grace_ms=int(self._config.outside_grace * 1000),
+            ),
         )
-        if settle_ms:  # an outside job id waits for its hash: look again when its grace ends
+        if settle_ms := reply.settle_ms:  # an outside job id waits for its hash: look again when its grace ends
             if self._settle is not None:
                 self._settle.cancel()
             self._settle = asyncio.get_running_loop().call_later(settle_ms / 1000, self._work.set)
@@ -202,11 +204,10 @@ class ActorLink:
             self._entries.pop(o.job_id, None)
         if reclaim:
             self._reclaim = False
-        claimed = []
-        for row in rows:  # [job_id, *CLAIM_FIELDS, group, instance, stream entry]
-            claimed.append(Claimed.from_row(row))
-            if row[-1]:
-                self._entries[row[0]] = row[-1]
+        claimed = list(reply.claimed)
+        for job in claimed:
+            if job.entry:
+                self._entries[job.job_id] = job.entry
         if len(claimed) < want:
             self._room.set()
         return claimed
@@ -297,11 +298,9 @@ class ActorLink:
         (kept to ``cap`` bytes), and sent to subscribers as ``log`` and
         ``progress`` events while the job runs. A non-empty ``tail`` replaces
         the log tail (the job's last report); it expires with the job."""
-        fraction, message = (repr(progress[0]), progress[1]) if progress else ("", "")
         await library.call(
-            self.redis, self._config, "hero_log",
-            job_id, self.name, lines, fraction, message, cap, tail,
-        )  # fmt: skip
+            self.redis, self._config, functions.log(job_id, self.name, lines, progress, cap, tail)
+        )
 
     # -- background ------------------------------------------------------------
 
@@ -372,10 +371,8 @@ class ActorLink:
     def _is_closed(self) -> bool:
         return self._closed
 
-    async def _stream_call(self, function: str) -> Any:
-        return await library.call(
-            self.redis, self._config, function, self.consumer, key_names=self._queues
-        )
+    async def _stream_call(self, build: Callable[[str, str], Call[int]]) -> int:
+        return await library.call(self.redis, self._config, build(self._queues[0], self.consumer))
 
     async def _heartbeat(self) -> None:
         while not self._closed:
@@ -383,7 +380,7 @@ class ActorLink:
             try:
                 await presence.beat(self.redis, self._info, self._config.presence_ttl)
                 if self.stream:
-                    await self._stream_call("hero_stream_touch")
+                    await self._stream_call(functions.stream_touch)
                     self._reclaim = True
                     self._work.set()
             except connection.UNAVAILABLE:

@@ -16,7 +16,6 @@ from typing import Any
 
 from gateway import contract
 from gateway.errors import InvalidJob
-from gateway.supervisor import keys
 
 #: Every status, and those a job ends in: the contract's Status and EndedStatus
 #: enums (hero.lua keeps its own TERMINAL table; a test holds the two equal).
@@ -25,6 +24,10 @@ TERMINAL = frozenset(contract.resolve("#/components/schemas/EndedStatus")["enum"
 #: Events a running job reports (new log lines, progress; ``hero_log`` in hero.lua)
 #: besides its transitions: their status is the job's (started), not a new one.
 REPORT_EVENTS = frozenset(("log", "progress"))
+
+#: Priority 1 (normal) is the plain queue key, so plain Hero actors see normal
+#: jobs; 0 (high) and 2 (low) get their own queues (``keys.work_queue``).
+DEFAULT_PRIORITY = 1
 
 _INT_FIELDS = ("timeout", "retries", "priority", "attempt")
 _JSON_FIELDS: dict[str, Any] = {"env_vars": {}, "prerequisites": [], "dependents": []}
@@ -70,7 +73,7 @@ class JobSpec:
     worker_id: str = ""
     group: str = ""
     instance: str = ""
-    priority: int = keys.DEFAULT_PRIORITY
+    priority: int = DEFAULT_PRIORITY
     timeout: int = 300
     retries: int = 0
     env_vars: Mapping[str, str] = field(default_factory=dict)
@@ -120,16 +123,9 @@ class JobSpec:
             **{name: data[name] for name in _PLAIN_FIELDS if name in data},
         )
 
-    @property
-    def queue(self) -> str:
-        """Dispatch target: the type's stream in stream mode; else the instance
-        queue, else the group queue, else the type queue."""
-        if self.stream:
-            return keys.work_stream(self.script_type)
-        return keys.work_queue(self.script_type, self.group, self.instance, self.priority)
-
-    def hash_fields(self) -> list[str]:
-        """Flat field/value pairs for HSET (id, created_at and the JSON lists are set in Lua)."""
+    def hash_fields(self, queue: str) -> list[str]:
+        """Flat field/value pairs for HSET (id, created_at and the JSON lists are
+        set in Lua); ``queue``: where it is dispatched (``supervisor.keys.dispatch_queue``)."""
         pairs = {
             "script": self.script,
             "script_type": self.script_type,
@@ -143,7 +139,7 @@ class JobSpec:
             "retries": str(self.retries),
             "concurrent": "false",
             "env_vars": json.dumps(dict(self.env_vars), separators=(",", ":")),
-            "queue": self.queue,
+            "queue": queue,
         }
         if self.stream:
             pairs["mode"] = "stream"
@@ -166,7 +162,7 @@ def _stream_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
         for name in ("group", "instance")
         if data.get(name)
     ]
-    if data.get("priority", keys.DEFAULT_PRIORITY) != keys.DEFAULT_PRIORITY:
+    if data.get("priority", DEFAULT_PRIORITY) != DEFAULT_PRIORITY:
         found.append({"field": "priority", "message": f"must be 1: {mode}", "schema_path": ""})
     return found
 

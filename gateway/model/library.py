@@ -1,0 +1,303 @@
+"""The typed binding of ``supervisor/lua/hero.lua``: one builder per Function.
+
+Each builder returns a ``Call``: the Function's name, its key names, its
+arguments after the common head, and the decoder of its reply. Nothing here
+talks to Redis: ``supervisor/library.py`` runs a ``Call`` and hands back
+what the decoder made of the reply. A raw reply is a ``Reply``, opaque to
+everyone but the decoders here, so mypy rejects ``reply[0]`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, NewType, TypeVar, cast
+
+from gateway.config import Config
+from gateway.model.job import JobSpec
+
+#: A Function's reply as Redis sent it; only this module's decoders look inside.
+Reply = NewType("Reply", object)
+R = TypeVar("R")
+Arg = str | int | float
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One FCALL: ``command(config)`` is what goes to Redis, ``decode`` reads the reply."""
+
+    function: str
+    args: tuple[Arg, ...]
+    decode: Callable[[Reply], R]
+    key_names: tuple[str, ...] = ()
+
+    def command(self, config: Config) -> tuple[Arg, ...]:
+        return ("FCALL", self.function, len(self.key_names), *self.key_names,
+                *head(config), *self.args)  # fmt: skip
+
+
+def head(config: Config) -> list[str]:
+    """The ARGV every Function call starts with (see the top of hero.lua).
+
+    The jitter is drawn here because scripts must be deterministic."""
+    return [
+        str(config.events_maxlen),
+        compat_spec(config),
+        str(config.job_ttl),
+        repr(config.retry_base),
+        repr(config.retry_max),
+        repr(random.random()),
+        str(config.dlq_maxlen),
+    ]
+
+
+def compat_spec(config: Config) -> str:
+    """Head entry [2]: "0" when compat is off, else "1" and each type's own
+    legacy queue kinds (``HERO_LEGACY_QUEUES``)."""
+    if not config.compat_legacy:
+        return "0"
+    return "1" + "".join(f";{t}={'+'.join(kinds)}" for t, kinds in config.legacy_queues)
+
+
+def _rows(reply: Reply) -> list[Any]:
+    return cast(list[Any], reply)
+
+
+def _int(reply: Reply) -> int:
+    return int(cast(int, reply))
+
+
+def _bool(reply: Reply) -> bool:
+    return bool(reply)
+
+
+# -- submit, start, stop ------------------------------------------------------
+
+
+class Verdict(Enum):
+    """How a transition asked of one job went."""
+
+    DONE = "done"
+    NOT_FOUND = "not_found"
+    INVALID_STATE = "invalid_state"  # ``status`` says which it is in
+    EXISTS = "exists"  # submit: the id is a job of this caller already
+    TAKEN = "taken"  # submit: another caller holds the id
+    BAD_PREREQUISITE = "bad_prerequisite"  # submit: ``prerequisite`` is unknown
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A submit's, start's or stop's answer: the job's status after it, and the
+    queue it was dispatched to (None: not dispatched)."""
+
+    verdict: Verdict
+    status: str = ""
+    queue: str | None = None
+    prerequisite: str | None = None
+
+
+def _transition(row: Sequence[Any]) -> Transition:
+    """``{'not_found'}``, ``{'invalid_state', st}``, ``{'taken'}``,
+    ``{'bad_prerequisite', p}``, ``{'exists', st, q}`` or ``{status, q}``."""
+    kind = str(row[0])
+    rest = [str(x) if x is not None else "" for x in row[1:]]
+    if kind in ("not_found", "taken"):
+        return Transition(Verdict(kind))
+    if kind == "invalid_state":
+        return Transition(Verdict.INVALID_STATE, rest[0])
+    if kind == "bad_prerequisite":
+        return Transition(Verdict.BAD_PREREQUISITE, prerequisite=rest[0])
+    if kind == "exists":
+        return Transition(Verdict.EXISTS, rest[0], (rest[1:] or [""])[0] or None)
+    return Transition(Verdict.DONE, kind, (rest or [""])[0] or None)
+
+
+def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[Transition]]:
+    """Create (and ``start``) each job, given with the queue it goes to."""
+    args: list[Arg] = ["1" if start else "0"]
+    for job, queue in jobs:
+        args += [job.job_id, json.dumps(list(job.prerequisites)),
+                 json.dumps(job.hash_fields(queue))]  # fmt: skip
+    return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
+
+
+def start(job_id: str) -> Call[Transition]:
+    return Call("hero_start", (job_id,), lambda r: _transition(_rows(r)))
+
+
+def stop(job_id: str) -> Call[Transition]:
+    return Call("hero_stop", (job_id,), lambda r: _transition(_rows(r)))
+
+
+def delete(job_id: str) -> Call[bool]:
+    return Call("hero_delete", (job_id,), _bool)
+
+
+def reconcile(job_id: str) -> Call[bool]:
+    """Catch up with an end an outside actor wrote into the hash; whether it did."""
+    return Call("hero_reconcile", (job_id,), _bool)
+
+
+def dlq_replay(script_type: str, job_ids: Sequence[str]) -> Call[list[str]]:
+    return Call("hero_dlq_replay", (script_type, *job_ids),
+                lambda r: [str(j) for j in _rows(r)])  # fmt: skip
+
+
+# -- actors -------------------------------------------------------------------
+
+#: The hash fields a claimed job is run from, after its id (CLAIM_FIELDS in
+#: hero.lua, whose last one, ``legacy``, stays inside Lua).
+CLAIM_FIELDS = ("script", "script_type", "timeout", "env_vars", "caller_id", "context_id",
+                "attempt", "retries", "group", "instance")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job handed to an actor (by its cycle, a handoff message or an
+    adoption), with what it needs to run it."""
+
+    job_id: str
+    script: str
+    script_type: str
+    timeout: int
+    env_vars: dict[str, str]
+    caller_id: str
+    context_id: str
+    attempt: int
+    retries: int
+    group: str = ""
+    instance: str = ""
+    #: Stream mode: the work stream's entry, acked when the job is done.
+    entry: str = ""
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Claimed:
+        """From ``[job_id, *CLAIM_FIELDS, entry?]``: a hero_cycle row, a
+        handoff message (the same row as JSON) or an adoption's HMGET.
+        Missing values (nil in Lua: null or false) take the defaults."""
+        job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
+        group, instance, entry = (list(row[9:12]) + ["", "", ""])[:3]
+        return cls(
+            job_id=job_id,
+            script=script or "",
+            script_type=script_type,
+            timeout=int(timeout or 300),
+            env_vars=json.loads(env) if env else {},
+            caller_id=caller or "",
+            context_id=context or "",
+            attempt=int(attempt or 1),
+            retries=int(retries or 0),
+            group=group or "",
+            instance=instance or "",
+            entry=entry or "",
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The end an actor reports for a job it ran."""
+
+    job_id: str
+    status: str  # finished | error | timeout | stopped
+    output: str = ""
+    error: str = ""
+    log_path: str = ""
+
+
+@dataclass(frozen=True)
+class CycleReply:
+    """What one hero_cycle claimed, and the ms until a parked outside id is
+    due (0: none), so an idle actor knows when to cycle again."""
+
+    claimed: tuple[Claimed, ...]
+    settle_ms: int
+
+
+def _cycle_reply(reply: Reply) -> CycleReply:
+    rows, settle_ms = _rows(reply)
+    return CycleReply(tuple(Claimed.from_row(row) for row in rows), int(settle_ms or 0))
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who cycles: the actor's name, control queue, presence key and, in
+    stream mode, its consumer name."""
+
+    name: str
+    ctl: str
+    lease: str
+    consumer: str = ""
+    sandbox_off: bool = False
+
+
+def cycle(
+    actor: Actor,
+    key_names: Sequence[str],
+    *,
+    want: int,
+    outcomes: Sequence[Outcome],
+    entries: Mapping[str, str],
+    reclaim_idle_ms: int,
+    record: str,
+    outside_grace_ms: int,
+) -> Call[CycleReply]:
+    """Report ``outcomes`` (each with its stream ``entries``) and claim up to
+    ``want`` jobs. ``record``: the idle record to leave when nothing is
+    found ("" for none)."""
+    args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer,
+                       reclaim_idle_ms, record, outside_grace_ms, len(outcomes)]  # fmt: skip
+    for o in outcomes:
+        args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
+    args += ["off"] if actor.sandbox_off else []
+    return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
+
+
+def log(
+    job_id: str, actor: str, lines: str, progress: tuple[float, str] | None, cap: int, tail: str
+) -> Call[bool]:
+    """A running job's new log lines and latest progress (see hero_log)."""
+    fraction, message = (repr(progress[0]), progress[1]) if progress else ("", "")
+    return Call("hero_log", (job_id, actor, lines, fraction, message, cap, tail), _bool)
+
+
+def stream_touch(stream: str, consumer: str) -> Call[int]:
+    return Call("hero_stream_touch", (consumer,), _int, (stream,))
+
+
+def stream_leave(stream: str, consumer: str) -> Call[int]:
+    return Call("hero_stream_leave", (consumer,), _int, (stream,))
+
+
+# -- maintenance ----------------------------------------------------------------
+
+
+def lead(holder: str, ttl_ms: int) -> Call[bool]:
+    return Call("hero_lead", (holder, ttl_ms), _bool)
+
+
+def watch(ttl_ms: int) -> Call[int]:
+    """The ms Redis was out of reach (0: it was not)."""
+    return Call("hero_watch", (ttl_ms,), _int)
+
+
+def reap(lease: str, held: str, max_deaths: int, ttl_ms: int) -> Call[int]:
+    return Call("hero_reap", (lease, max_deaths, ttl_ms), _int, (held,))
+
+
+def promote() -> Call[int]:
+    return Call("hero_promote", (), _int)
+
+
+def expire(grace_ms: int, limit: int) -> Call[int]:
+    return Call("hero_expire", (grace_ms, limit), _int)
+
+
+def prune(limit: int) -> Call[int]:
+    return Call("hero_prune", (limit,), _int)
+
+
+def stream_prune(stream: str, idle_ms: int) -> Call[int]:
+    return Call("hero_stream_prune", (idle_ms,), _int, (stream,))
