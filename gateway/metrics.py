@@ -16,9 +16,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from gateway.model import REPORT_EVENTS, Event
 from gateway.supervisor import STATUSES, Supervisor
-from gateway.supervisor.events import Event
-from gateway.model.job import REPORT_EVENTS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -62,8 +61,8 @@ class Metrics:
 
     def on_events(self, events: list[Event]) -> None:
         for event in events:
-            if event.get("event") not in REPORT_EVENTS:  # a running job's log or progress
-                self.transitions.labels(event.get("status", ""), event.get("script_type", "")).inc()
+            if event.event not in REPORT_EVENTS:  # a running job's log or progress
+                self.transitions.labels(event.status, event.script_type).inc()
 
     def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
         outcome = "ok" if error_code is None else str(error_code)

@@ -11,9 +11,10 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
+from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor import events as events_module
-from gateway.supervisor.events import LINGER, Event, EventReader
+from gateway.supervisor.events import LINGER, EventReader
 from gateway.supervisor.wire import Wire
 from tests.helpers import eventually, job
 
@@ -67,11 +68,11 @@ async def test_lazy_reader_hands_every_event_once_in_order_and_each_end_at_least
             ids.append(await add(rds, f"j{n}", status))
         await asyncio.sleep(0.01)
     await eventually(lambda: _at_least(events.events, len(ids)), within=5)
-    assert [e["id"] for e in events.events] == ids
+    assert [str(e.id) for e in events.events] == ids
     # an end comes through ENDED, or with the batch when that was read first
-    ended = [e["job_id"] for e in events.ended]
+    ended = [e.job_id for e in events.ended]
     assert ended == sorted(set(ended))
-    assert {e["job_id"] for e in events.events if e["status"] == "finished"} == {"j0", "j1", "j2"}
+    assert {e.job_id for e in events.events if e.status == "finished"} == {"j0", "j1", "j2"}
     events.eager = True  # a subscriber came: every event at once, still each once
     ids.append(await add(rds, "j3", "created"))
     ids.append(await add(rds, "j3", "finished"))
@@ -80,7 +81,7 @@ async def test_lazy_reader_hands_every_event_once_in_order_and_each_end_at_least
     ids.append(await add(rds, "j4", "finished"))
     await eventually(lambda: _at_least(events.events, len(ids)), within=5)
     await asyncio.sleep(0.1)
-    assert [e["id"] for e in events.events] == ids
+    assert [str(e.id) for e in events.events] == ids
 
 
 async def test_while_lingering_an_end_is_handed_on_before_the_batch(
@@ -93,7 +94,7 @@ async def test_while_lingering_an_end_is_handed_on_before_the_batch(
     await eventually(lambda: _at_least(events.events, 1), within=5)
     await add(rds, "l1", "finished")
     await eventually(lambda: _at_least(events.ended, 1), within=5)
-    assert [e["job_id"] for e in events.ended] == ["l1"]
+    assert [e.job_id for e in events.ended] == ["l1"]
     assert len(events.events) == 1  # the listeners get it with the next batch
 
 
@@ -107,7 +108,7 @@ async def test_a_backlog_larger_than_a_read_is_drained(feed: Any, rds: aioredis.
     await reader.start()
     ids = [await add(rds, f"b{n}", "created") for n in range(35)]
     await eventually(lambda: _at_least(events.events, 35), within=5)
-    assert [e["id"] for e in events.events] == ids
+    assert [str(e.id) for e in events.events] == ids
 
 
 async def test_lua_copies_terminal_events_to_ended_under_their_ids(

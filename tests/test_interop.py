@@ -25,9 +25,9 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext
 from gateway.config import Config, resolve
+from gateway.model import library as functions
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import read_events
-from gateway.model import library as functions
 from gateway.supervisor import Supervisor, keys
 from tests.helpers import eventually, job
 

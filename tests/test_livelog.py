@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
 from gateway.metrics import Metrics
-from gateway.rpc.subscriptions import contract_event
+from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
@@ -139,15 +139,16 @@ async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
 
 def test_log_and_progress_entries_fit_the_contracts_event() -> None:
     common = {"job_id": "j", "status": "started", "script_type": "python", "ts": "1", "error": ""}
-    log = contract_event({"id": "1-0", "event": "log", "lines": "a\nb", **common})
+    log = Event.from_entry("1-0", {"event": "log", "lines": "a\nb", **common}).to_contract()
     assert (log["lines"], "progress" in log) == ("a\nb", False)
-    progress = contract_event(
-        {"id": "1-1", "event": "progress", "progress": "0.25", "message": "m", **common}
-    )
+    progress = Event.from_entry(
+        "1-1", {"event": "progress", "progress": "0.25", "message": "m", **common}
+    ).to_contract()
     assert (progress["progress"], progress["message"], "lines" in progress) == (0.25, "m", False)
-    junk = contract_event({"id": "1-2", "event": "progress", "progress": "nan", **common})
-    assert (junk["progress"], junk["message"]) == (0.0, "")
-    for event in (log, progress, junk):
+    junk = Event.from_entry("1-2", {"event": "progress", "progress": "nan", **common})
+    junk_shown = junk.to_contract()
+    assert (junk_shown["progress"], junk_shown["message"]) == (0.0, "")
+    for event in (log, progress, junk_shown):
         assert_event_shape(event)
 
 
@@ -156,9 +157,9 @@ async def test_log_and_progress_events_are_no_transitions_in_the_metrics(sup: Su
     base = {"job_id": "j", "status": "started", "script_type": "python"}
     metrics.on_events(
         [
-            {"id": "1-0", "event": "started", **base},
-            {"id": "1-1", "event": "log", "lines": "x", **base},
-            {"id": "1-2", "event": "progress", "progress": "0.5", **base},
+            Event.from_entry("1-0", {"event": "started", **base}),
+            Event.from_entry("1-1", {"event": "log", "lines": "x", **base}),
+            Event.from_entry("1-2", {"event": "progress", "progress": "0.5", **base}),
         ]
     )
     found = samples(await metrics.render())

@@ -15,7 +15,8 @@ import pytest
 
 from gateway.errors import InvalidParams
 from gateway.pipeline import erlang, synth
-from gateway.pipeline.events import SCHEMA, EventColumns, stream_id
+from gateway.model import StreamId
+from gateway.pipeline.events import SCHEMA, EventColumns
 from gateway.pipeline.store import event_files, partition_dir, read_events, write_events
 from gateway.pipeline.timeparse import parse_time
 
@@ -89,7 +90,7 @@ def test_events_follow_the_protocol() -> None:
             i = names.index("retrying")
             assert names[i - 1 : i + 3] == ["error", "retrying", "dispatched", "started"]
     entries = list(synth.with_ids(spec, events))
-    ids = [stream_id(entry_id) for entry_id, _ in entries]
+    ids = [StreamId.parse(entry_id) for entry_id, _ in entries]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     first = entries[0][1]
     assert set(first) == {
@@ -129,8 +130,8 @@ def test_write_parquet_uses_the_archive_layout(tmp_path: Path) -> None:
         table = pq.read_table(f)
         assert table.num_rows <= 3_000
         ids = table.column("event_id").to_pylist()
-        assert stream_id(match.group(1)) == min(map(stream_id, ids))
-        assert stream_id(match.group(2)) == max(map(stream_id, ids))
+        assert StreamId.parse(match.group(1)) == min(map(StreamId.parse, ids))
+        assert StreamId.parse(match.group(2)) == max(map(StreamId.parse, ids))
     assert read_events(tmp_path).num_rows == totals.events
 
 

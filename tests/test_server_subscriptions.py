@@ -17,8 +17,9 @@ import uvicorn
 import websockets
 
 from gateway.embedded_redis import free_port
+from gateway.model import Event
 from gateway.rpc.app import Gateway, Limits, Services
-from gateway.rpc.subscriptions import MAX_SUBSCRIPTIONS, contract_event
+from gateway.rpc.subscriptions import MAX_SUBSCRIPTIONS
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
 from tests import server_support as support
@@ -283,15 +284,15 @@ async def test_subscriptions_per_connection_are_capped(rpc: Rpc) -> None:
 
 def test_events_from_older_actors_still_fit_the_contract() -> None:
     """Entries without ts/attempt (legacy writers) and with extra fields."""
-    event = contract_event(
+    event = Event.from_entry(
+        "1700000000123-4",
         {
-            "id": "1700000000123-4",
             "job_id": "j",
             "event": "finished",
             "status": "finished",
             "script_type": "osis",
             "extra": "dropped",
-        }
-    )
+        },
+    ).to_contract()
     assert_event_shape(event)
     assert (event["ts"], event["attempt"], event["error"]) == (1700000000123, 0, None)

@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
-from gateway.supervisor import STATUSES, TERMINAL, Supervisor, keys, library
 from gateway.model import Outcome
+from gateway.supervisor import STATUSES, TERMINAL, Supervisor, keys, library
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
 

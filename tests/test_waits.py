@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import JobNotFound, WaitTimeout
+from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -177,8 +178,10 @@ async def _hub(redis_url: str) -> AsyncIterator[WaitHub]:
         await wire.aclose()
 
 
-def _terminal(job_id: str, **fields: str) -> dict[str, str]:
-    return {"id": "1-1", "job_id": job_id, "event": "finished", "status": "finished", **fields}
+def _terminal(job_id: str, **fields: str) -> Event:
+    return Event.from_entry(
+        "1-1", {"job_id": job_id, "event": "finished", "status": "finished", **fields}
+    )
 
 
 async def test_a_terminal_event_with_the_output_resolves_a_created_job_at_once(

@@ -32,9 +32,9 @@ from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
+from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE, user_of
-from gateway.model import Claimed, Outcome
 from gateway.supervisor.worker import ActorLink
 
 log = logging.getLogger("gateway.actor")

@@ -87,9 +87,7 @@ class Event:
     message: str | None = None
 
     @classmethod
-    def from_entry(
-        cls, entry_id: str, raw: Mapping[str, str], *, strict: bool = False
-    ) -> Event:
+    def from_entry(cls, entry_id: str, raw: Mapping[str, str], *, strict: bool = False) -> Event:
         """Decode a stream entry. Entries written by older actors may lack
         fields: absent strings are empty, ``ts`` falls back to the id's
         milliseconds. ``strict``: a missing common field or an unknown one

@@ -179,7 +179,7 @@ class Claimed:
         handoff message (the same row as JSON) or an adoption's HMGET.
         Missing values (nil in Lua: null or false) take the defaults."""
         job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
-        group, instance, entry = (list(row[9:12]) + ["", "", ""])[:3]
+        group, instance, entry = [*row[9:12], "", "", ""][:3]
         return cls(
             job_id=job_id,
             script=script or "",

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from gateway.model.job import REPORT_EVENTS
 from gateway.pipeline import summaries
 from gateway.pipeline.columns import non_negative
 from gateway.pipeline.events import ATTEMPT_END_EVENTS, STRING_FIELDS
@@ -40,7 +41,6 @@ from gateway.pipeline.model import (
     PipelineResult,
     Progress,
 )
-from gateway.model.job import REPORT_EVENTS
 
 #: The Parquet tables ``run`` writes, each in its own folder under ``params.out``.
 TABLES = ("jobs", "attempts", "stats", "actors", "stuck")

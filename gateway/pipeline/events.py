@@ -16,7 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from gateway.model.job import STATUSES
+from gateway.model import STATUSES, StreamId
+from gateway.model.event import COMMON_FIELDS
 
 #: Every event name the supervisor writes (event == the job's new status).
 EVENT_NAMES = STATUSES
@@ -24,17 +25,7 @@ EVENT_NAMES = STATUSES
 ATTEMPT_END_EVENTS = ("finished", "error", "timeout", "stopped")
 
 #: Stream fields stored as strings, in column order.
-STRING_FIELDS = (
-    "job_id",
-    "event",
-    "status",
-    "script_type",
-    "group",
-    "instance",
-    "actor",
-    "caller_id",
-    "error",
-)
+STRING_FIELDS = tuple(name for name in COMMON_FIELDS if name not in ("attempt", "ts"))
 KNOWN_FIELDS = frozenset((*STRING_FIELDS, "attempt", "ts"))
 
 SCHEMA = pa.schema(
@@ -50,12 +41,6 @@ SCHEMA = pa.schema(
 MS_PER_HOUR = 3_600_000
 
 
-def stream_id(text: str) -> tuple[int, int]:
-    """``"ms-seq"`` → ``(ms, seq)``; raises ValueError on anything else."""
-    ms, sep, seq = text.partition("-")
-    return int(ms), int(seq) if sep else 0
-
-
 def _int_or_none(text: str | None) -> int | None:
     if not text:
         return None
@@ -67,19 +52,7 @@ def _int_or_none(text: str | None) -> int | None:
 
 
 #: The order the supervisor writes an entry's fields in (gateway/supervisor/lua, ``emit``).
-WIRE_ORDER = (
-    "job_id",
-    "event",
-    "status",
-    "script_type",
-    "group",
-    "instance",
-    "actor",
-    "caller_id",
-    "attempt",
-    "ts",
-    "error",
-)
+WIRE_ORDER = COMMON_FIELDS
 _WIRE_KEYS = list(WIRE_ORDER)
 _STRING_AT = [WIRE_ORDER.index(name) for name in STRING_FIELDS]
 _ATTEMPT_AT = WIRE_ORDER.index("attempt")
@@ -107,7 +80,7 @@ class EventColumns:
 
     def __init__(self) -> None:
         self._rows: list[_Row] = []
-        self._built: tuple[dict[str, list[Any]], list[int], list[tuple[int, int]]] | None = None
+        self._built: tuple[dict[str, list[Any]], list[int], list[StreamId]] | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -135,11 +108,11 @@ class EventColumns:
         for event_id, fields in entries:
             self.append(event_id, fields)
 
-    def _build(self) -> tuple[dict[str, list[Any]], list[int], list[tuple[int, int]]]:
+    def _build(self) -> tuple[dict[str, list[Any]], list[int], list[StreamId]]:
         if self._built is None:
             rows = self._rows
             ids = [row[0] for row in rows]
-            order = [stream_id(i) for i in ids]
+            order = [StreamId.parse(i) for i in ids]
             by_field = (
                 list(zip(*(row[1] for row in rows), strict=True))
                 if rows
@@ -150,7 +123,7 @@ class EventColumns:
                 columns[name] = list(by_field[at])
             columns["attempt"] = [_int_or_none(v) for v in by_field[_ATTEMPT_AT]]
             ts = [_ms_or_none(v) for v in by_field[_TS_AT]]
-            columns["ts"] = [o[0] if t is None else t for t, o in zip(ts, order, strict=True)]
+            columns["ts"] = [o.ms if t is None else t for t, o in zip(ts, order, strict=True)]
             columns["extra"] = [row[2] for row in rows]
             hours = [t // MS_PER_HOUR for t in columns["ts"]]
             self._built = (columns, hours, order)
@@ -166,8 +139,8 @@ class EventColumns:
         return self._build()[1]
 
     @property
-    def order(self) -> list[tuple[int, int]]:
-        """``(ms, seq)`` of each row's event id, for ordering and file names."""
+    def order(self) -> list[StreamId]:
+        """Each row's event id, for ordering and file names."""
         return self._build()[2]
 
     def table(self) -> pa.Table:

@@ -112,7 +112,7 @@ def write_events(
             table = full if len(chunk) == len(full) else full.take(pa.array(chunk))
             first = min(order[i] for i in chunk)
             last = max(order[i] for i in chunk)
-            name = f"part-{first[0]}-{first[1]}-{last[0]}-{last[1]}.parquet"
+            name = f"part-{first.ms}-{first.seq}-{last.ms}-{last.seq}.parquet"
             written.append(write_table(table, root / partition_dir(hour), name))
     return written
 

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.model import Event
+
 JsonObject = dict[str, Any]
 #: Shorthands for the JSON shapes the protocol passes around.
 JsonObjects = list[JsonObject]
@@ -130,11 +132,6 @@ class KeyStore(KeyVerifier, Protocol):
         ...
 
 
-#: An events-stream entry as the supervisor hands it over: every value a
-#: string, ``id`` its stream id. ``subscriptions.contract_event`` shapes it.
-RawEvent = dict[str, str]
-
-
 class EventFeed(Protocol):
     """One subscription held by the supervisor (``gateway.supervisor.Subscription``).
 
@@ -148,7 +145,7 @@ class EventFeed(Protocol):
     @property
     def overflowed(self) -> bool: ...
 
-    def __aiter__(self) -> AsyncIterator[RawEvent]: ...
+    def __aiter__(self) -> AsyncIterator[Event]: ...
 
     def close(self) -> None: ...
 

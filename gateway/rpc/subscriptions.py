@@ -24,12 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
-from typing import Any
 
 from gateway.errors import Overloaded
+from gateway.model import StreamId
 from gateway.rpc.backends import EventFeed, EventSource
 from gateway.rpc.context import Notify
 
@@ -40,63 +39,12 @@ EVENT_METHOD = "job.event"
 #: Each subscription may buffer up to the supervisor's limit, so the count is capped too.
 MAX_SUBSCRIPTIONS = 64
 
-_NULLABLE = ("group", "instance", "actor", "caller_id", "error")
-_STRINGS = ("job_id", "event", "status", "script_type")
-
 #: Set by the transport around a frame's handlers; fired once the frame's reply
 #: has been sent. Unset (None): events may flow at once.
 reply_sent: ContextVar[asyncio.Event | None] = ContextVar("reply_sent", default=None)
 
 #: Why a feed ended without being unsubscribed: the connection gets closed with this.
 Lost = Callable[[str], Awaitable[None]]
-
-
-def contract_event(raw: Mapping[str, str]) -> dict[str, Any]:
-    """An events-stream entry as the contract's Event.
-
-    The stream stores strings only: empty means absent (null), ``attempt`` and
-    ``ts`` are integers. Entries written by older actors may lack fields; ``ts``
-    then falls back to the stream id's milliseconds. ``output`` is present
-    only on terminal events, ``lines`` on ``log`` events, ``progress`` and
-    ``message`` on ``progress`` events. Fields the contract does not describe are
-    dropped (Event is a closed schema)."""
-    entry_id = raw.get("id", "0-0")
-    event: dict[str, Any] = {"id": entry_id}
-    for name in _STRINGS:
-        event[name] = raw.get(name, "")
-    for name in _NULLABLE:
-        event[name] = raw.get(name) or None
-    event["attempt"] = max(_int(raw.get("attempt"), 0), 0)
-    event["ts"] = _int(raw.get("ts"), _int(entry_id.partition("-")[0], 0))
-    if "output" in raw:  # terminal events, when the output is small
-        event["output"] = raw["output"] or None
-    if "lines" in raw:  # log events
-        event["lines"] = raw["lines"]
-    if "progress" in raw:  # progress events
-        event["progress"] = min(max(_float(raw["progress"]), 0.0), 1.0)
-        event["message"] = raw.get("message", "")
-    return event
-
-
-def _stream_position(entry_id: str) -> tuple[int, int]:
-    """A stream id as a sortable pair (``ms-seq``; junk sorts first)."""
-    ms, _, seq = entry_id.partition("-")
-    return _int(ms, -1), _int(seq, 0)
-
-
-def _float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        return 0.0
-    return value if math.isfinite(value) else 0.0
-
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text else default
-    except ValueError:
-        return default
 
 
 class ConnectionSubscriptions:
@@ -163,16 +111,15 @@ class ConnectionSubscriptions:
         try:
             if gate is not None:
                 await gate.wait()
-            last = (-1, -1)
-            async for raw in feed:
-                if caller_id is not None and raw.get("caller_id") != caller_id:
+            last = StreamId(-1, -1)
+            async for event in feed:
+                if caller_id is not None and (event.caller_id or "") != caller_id:
                     continue
-                position = _stream_position(raw.get("id", ""))
-                if position <= last:  # seen already (a replay's hand-over to live events)
+                if event.id <= last:  # seen already (a replay's hand-over to live events)
                     continue
-                last = position
+                last = event.id
                 await self._notify(
-                    EVENT_METHOD, {"subscription": feed.id, "event": contract_event(raw)}
+                    EVENT_METHOD, {"subscription": feed.id, "event": event.to_contract()}
                 )
                 if feed.overflowed:  # cut off while we waited on the socket: stop now
                     break

@@ -33,23 +33,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gateway.model import Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.events")
 
-Event = dict[str, str]
 Listener = Callable[[list[Event]], None]
 
 #: Seconds the listeners' events may lag while only waiters are served.
 LINGER = 0.01
-
-
-def stream_id(text: str) -> tuple[int, int]:
-    """Order of two stream ids ("ms-seq"); a bare "ms" counts as "ms-0"."""
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
 
 
 async def last_id(wire: Wire) -> str:
@@ -70,10 +64,9 @@ async def read_after(
 
 
 def _event(entry_id: str, flat: list[str]) -> Event:
-    """RESP2 gives a stream entry's fields as one flat list: name, value, ..."""
-    event = dict(zip(flat[::2], flat[1::2], strict=True))
-    event["id"] = entry_id
-    return event
+    """RESP2 gives a stream entry's fields as one flat list: name, value, ...
+    (an entry of ``keys.ENDED`` has the terminal fields only: the rest are empty)."""
+    return Event.from_entry(entry_id, dict(zip(flat[::2], flat[1::2], strict=True)))
 
 
 class EventReader:
@@ -183,17 +176,17 @@ class EventReader:
 
     def _ended_after(self) -> str:
         """Entries of keys.ENDED up to the events position were delivered already."""
-        return max(self._ended_position, self.position, key=stream_id)
+        return max(self._ended_position, self.position, key=StreamId.parse)
 
     def _ended(self, batch: list[Event]) -> None:
         if batch and self._on_ended is not None:
-            self._ended_position = batch[-1]["id"]
+            self._ended_position = str(batch[-1].id)
             self._call(self._on_ended, batch)
 
     def _deliver(self, batch: list[Event]) -> None:
         if not batch:
             return
-        self.position = batch[-1]["id"]
+        self.position = str(batch[-1].id)
         for listener in self._listeners:
             self._call(listener, batch)
 

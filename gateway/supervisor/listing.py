@@ -15,8 +15,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from gateway.errors import InvalidParams
-from gateway.supervisor import keys
 from gateway.model.job import decode
+from gateway.supervisor import keys
 
 _BATCH = 200
 

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Collection
 import redis.asyncio as aioredis
 
 from gateway.errors import InvalidParams
+from gateway.model import Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, xrange_after
-from gateway.supervisor.events import Event, stream_id
 
 _REPLAY_PAGE = 1000
 
@@ -41,18 +41,18 @@ class Subscription:
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
         self._held: list[Event] | None = None  # live events parked while replaying
         self._replay: asyncio.Task[None] | None = None
-        self._floor = (0, 0)  # events at or before this id were already delivered by replay
+        self._floor = StreamId(0, 0)  # events at or before this id were already delivered by replay
         self.overflowed = False
         self.closed = False
 
     def matches(self, event: Event) -> bool:
-        if self._job_ids is not None and event.get("job_id") not in self._job_ids:
+        if self._job_ids is not None and event.job_id not in self._job_ids:
             return False
-        return self._script_type is None or event.get("script_type") == self._script_type
+        return self._script_type is None or event.script_type == self._script_type
 
     def offer(self, event: Event) -> None:
         """A live event: buffered, parked while a replay runs, or the end of a slow subscriber."""
-        if self.closed or stream_id(event["id"]) <= self._floor:
+        if self.closed or event.id <= self._floor:
             return
         if self._held is not None and len(self._held) < self._queue.maxsize:
             self._held.append(event)
@@ -134,8 +134,8 @@ class Subscriptions:
         touched: dict[str, Subscription] = {}
         for event in events:
             for bucket in (
-                self._by_job.get(event.get("job_id", "")),
-                self._by_type.get(event.get("script_type", "")),
+                self._by_job.get(event.job_id),
+                self._by_type.get(event.script_type),
                 self._by_type.get(None),
             ):
                 if not bucket:
@@ -160,7 +160,7 @@ class Subscriptions:
         if since is None:
             return sub
         try:
-            stream_id(since)
+            StreamId.parse(since)
         except ValueError:
             self.unsubscribe(sub.id)
             raise InvalidParams("since must be an events stream id like 1700000000000-0") from None
@@ -172,13 +172,13 @@ class Subscriptions:
         """Replay runs beside the subscriber and waits for it (backpressure), then
         hands over to the live events parked meanwhile, skipping any already replayed."""
         cursor = since
-        last = stream_id(since)
+        last = StreamId.parse(since)
         try:
             while True:
                 page = await xrange_after(self._client, keys.EVENTS, cursor, _REPLAY_PAGE)
                 for entry_id, fields in page:
-                    event = dict(fields, id=entry_id)
-                    last = stream_id(entry_id)
+                    event = Event.from_entry(entry_id, fields)
+                    last = event.id
                     if sub.matches(event):
                         await sub._queue.put(event)
                 if len(page) < _REPLAY_PAGE:

@@ -20,7 +20,16 @@ import redis.asyncio as aioredis
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode, result
+from gateway.model import (
+    STATUSES,
+    TERMINAL,
+    Event,
+    JobSpec,
+    Transition,
+    Verdict,
+    decode,
+    result,
+)
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import (
@@ -364,7 +373,7 @@ class Supervisor:
             counts = await pipe.execute()
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
-    def add_event_listener(self, listener: Callable[[list[dict[str, str]]], None]) -> None:
+    def add_event_listener(self, listener: Callable[[list[Event]], None]) -> None:
         """Be called with every batch the shared events reader sees (metrics, audit)."""
         self._reader.add_listener(listener)
 

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import HeroError, JobNotFound, WaitTimeout
+from gateway.model import TERMINAL, Event, result
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
-from gateway.supervisor.events import Event
-from gateway.model.job import TERMINAL, result
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.waits")
@@ -145,16 +144,16 @@ class WaitHub:
 
     def on_events(self, events: list[Event]) -> None:
         for event in events:
-            wait = self._waits.get(event["job_id"])
+            wait = self._waits.get(event.job_id)
             if wait is None:
                 continue
-            status = event.get("status", "")
-            if status in TERMINAL and wait.created and "output" in event:
-                self.resolve(event["job_id"], _from_event(event))
+            status = event.status
+            if status in TERMINAL and wait.created and event.output is not None:
+                self.resolve(event.job_id, _from_event(event))
             elif status in TERMINAL:
-                self._ended.add(event["job_id"])
+                self._ended.add(event.job_id)
                 self._wake_fetcher.set()
-            elif status == "started" and event.get("actor") and not self._compat:
+            elif status == "started" and event.actor and not self._compat:
                 wait.ours = True  # in compat mode a legacy actor may end it first
 
     async def _fetcher(self) -> None:
@@ -222,7 +221,7 @@ class WaitHub:
 
 
 def _from_event(event: Event) -> Result:
-    return result(event["job_id"], event["status"], event["output"], event.get("error"))
+    return result(event.job_id, event.status, event.output, event.error)
 
 
 def _from_reply(job_id: str, payload: str, output: str | None, error: str | None) -> Result:

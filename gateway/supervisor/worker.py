@@ -38,7 +38,6 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
 
 from redis.exceptions import ResponseError
 
@@ -196,10 +195,12 @@ class ActorLink:
                 outside_grace_ms=int(self._config.outside_grace * 1000),
             ),
         )
-        if settle_ms := reply.settle_ms:  # an outside job id waits for its hash: look again when its grace ends
+        if reply.settle_ms:  # an outside job id waits for its hash: look again when its grace ends
             if self._settle is not None:
                 self._settle.cancel()
-            self._settle = asyncio.get_running_loop().call_later(settle_ms / 1000, self._work.set)
+            self._settle = asyncio.get_running_loop().call_later(
+                reply.settle_ms / 1000, self._work.set
+            )
         for o in outcomes:
             self._entries.pop(o.job_id, None)
         if reclaim:
