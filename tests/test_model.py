@@ -24,6 +24,7 @@ from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.model import Event, StreamId, UnknownFields
 from gateway.model.event import COMMON_FIELDS, ENTRY_FIELDS, OPTIONAL_FIELDS
+from gateway.model.library import CLAIM_FIELDS
 from gateway.supervisor import Supervisor, keys
 from tests.helpers import job
 
@@ -72,6 +73,16 @@ def test_every_xadd_to_the_events_streams_is_emits_or_hero_logs() -> None:
     assert len(writers) == len(inside) == 3
 
 
+def test_claim_fields_are_hero_luas() -> None:
+    """A claimed row is ``[id, *CLAIM_FIELDS, entry]``: Lua's CLAIM_FIELDS but
+    its last, ``legacy``, which ``take`` removes before replying."""
+    found = re.search(r"local CLAIM_FIELDS = \{([^}]*)\}", LUA)
+    assert found is not None
+    lua = re.findall(r"'(\w+)'", found.group(1))
+    assert (tuple(lua[:-1]), lua[-1]) == (CLAIM_FIELDS, "legacy")
+    assert "table.remove(rec)" in _function("take")
+
+
 def test_the_codec_round_trips_and_a_strict_decode_refuses_strangers() -> None:
     wire = {name: "" for name in COMMON_FIELDS} | {"job_id": "j", "attempt": "2", "ts": "5"}
     wire |= {"status": "finished", "event": "finished", "output": ""}
@@ -86,7 +97,7 @@ def test_the_codec_round_trips_and_a_strict_decode_refuses_strangers() -> None:
 
 def test_stream_ids_parse_and_order() -> None:
     assert StreamId.parse("12") == StreamId(12, 0) < StreamId.parse("12-1")
-    assert StreamId.parse("13-0").after("12-99") and not StreamId(1, 0).after(StreamId(1, 0))
+    assert StreamId.parse("13-0") > StreamId.parse("12-99") > StreamId(12, 98)
     assert str(StreamId.parse("7-3")) == "7-3"
     for junk in ("", "x", "1-", "-1", "1-x", "1 "):
         with pytest.raises(ValueError):

@@ -41,10 +41,6 @@ class StreamId:
         except ValueError:
             return cls(-1, 0)
 
-    def after(self, other: StreamId | str) -> bool:
-        """Whether this id comes after ``other``."""
-        return self > (other if isinstance(other, StreamId) else StreamId.parse(other))
-
     def __str__(self) -> str:
         return f"{self.ms}-{self.seq}"
 

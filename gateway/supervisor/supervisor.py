@@ -20,16 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import (
-    STATUSES,
-    TERMINAL,
-    Event,
-    JobSpec,
-    Transition,
-    Verdict,
-    decode,
-    result,
-)
+from gateway.model import STATUSES, TERMINAL, Event, JobSpec, Transition, Verdict, decode, result
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import (
