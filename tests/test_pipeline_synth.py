@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from gateway.errors import InvalidParams
-from gateway.pipeline import erlang, synth
 from gateway.model import StreamId
+from gateway.pipeline import erlang, synth
 from gateway.pipeline.events import SCHEMA, EventColumns
 from gateway.pipeline.store import event_files, partition_dir, read_events, write_events
 from gateway.pipeline.timeparse import parse_time
