@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gateway.config import SETTINGS, add_arguments, resolve
+from gateway.config import SETTINGS, Config, add_arguments, resolve
 from gateway.embedded_redis import EmbeddedRedis, bind_error, dies_with_parent
 from gateway.paths import clear_dev_record, state_dir, write_dev_record
 
@@ -156,32 +156,13 @@ def cmd_dev(args: argparse.Namespace) -> int:
             redis_url = embedded.url
             print(f"redis     {redis_url}  (embedded, data in {embedded.data_dir})", flush=True)
         record = write_dev_record(redis_url)
-        env = child_environment(args, redis_url)
-        if args.with_gateway:
-            children.append(_child("gateway", GATEWAY_HINT, "serve", env=env))
-            print(f"gateway   http://{config.host}:{config.port}/", flush=True)
-            print(f"          ws://{config.host}:{config.port}/ws  (JSON-RPC)", flush=True)
-            print(
-                f"          http://{config.host}:{config.port}/rpc  (JSON-RPC over POST)",
-                flush=True,
-            )
-        children.append(_child("actor", ACTOR_HINT, "actor", "--script-type", "python", env=env))
-        for child in children:  # only now: no thread may run while children are forked
-            child.forward()
+        _start_children(children, args, config, child_environment(args, redis_url))
         print("actor     python (1 instance)", flush=True)
         print(f"another terminal: {_second_terminal()}", flush=True)
         print(f"          its commands use this Redis without flags ({record})", flush=True)
         print("Ctrl-C stops everything.", flush=True)
         while not stopping:
-            for child in children:
-                if (code := child.proc.poll()) is not None:
-                    raise ChildFailed(
-                        f"the {child.name}", f"exited with code {code}: {child.error()}", child.hint
-                    )
-            if embedded is not None and embedded.process and embedded.process.poll() is not None:
-                raise ChildFailed(
-                    "redis-server", f"exited; see {embedded.data_dir / 'redis.log'}", REDIS_HINT
-                )
+            _check_alive(children, embedded)
             time.sleep(0.2)
     except ChildFailed as exc:
         print(f"dev: {exc}", file=sys.stderr, flush=True)
@@ -194,6 +175,34 @@ def cmd_dev(args: argparse.Namespace) -> int:
         clear_dev_record()
         print("stopped.", flush=True)
     return 0
+
+
+def _start_children(
+    children: list[Child], args: argparse.Namespace, config: Config, env: dict[str, str]
+) -> None:
+    """Start the gateway (unless --no-gateway) and one python actor, forwarding their
+    output; each is in ``children`` as soon as it runs, so a failure stops it too."""
+    if args.with_gateway:
+        children.append(_child("gateway", GATEWAY_HINT, "serve", env=env))
+        print(f"gateway   http://{config.host}:{config.port}/", flush=True)
+        print(f"          ws://{config.host}:{config.port}/ws  (JSON-RPC)", flush=True)
+        print(f"          http://{config.host}:{config.port}/rpc  (JSON-RPC over POST)", flush=True)
+    children.append(_child("actor", ACTOR_HINT, "actor", "--script-type", "python", env=env))
+    for child in children:  # only now: no thread may run while children are forked
+        child.forward()
+
+
+def _check_alive(children: list[Child], embedded: EmbeddedRedis | None) -> None:
+    """ChildFailed, with its hint, when a child or the embedded redis-server exited."""
+    for child in children:
+        if (code := child.proc.poll()) is not None:
+            raise ChildFailed(
+                f"the {child.name}", f"exited with code {code}: {child.error()}", child.hint
+            )
+    if embedded is not None and embedded.process and embedded.process.poll() is not None:
+        raise ChildFailed(
+            "redis-server", f"exited; see {embedded.data_dir / 'redis.log'}", REDIS_HINT
+        )
 
 
 def add_command(sub: Any) -> None:

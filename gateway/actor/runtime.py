@@ -23,8 +23,9 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from gateway import eventloop, logs
 from gateway.actor.context import JobContext, JobFailed
@@ -103,17 +104,10 @@ class Actor:
                     await handler.aclose()
 
     async def _serve_type(self, index: int, script_type: str, handler: Handler) -> None:
-        running: dict[str, asyncio.Task[Outcome]] = {}
-
-        def stop_job(job_id: str) -> None:
-            task = running.get(job_id)
-            if task is not None:
-                log.info("stopping job", extra={"job_id": job_id})
-                task.cancel()
-
+        jobs = _InFlight()
         unconfined = isinstance(handler, PythonExecutor) and handler.sandbox is None
         link = ActorLink(
-            self.config, script_type, self.group, self.instance, index=index, on_stop=stop_job,
+            self.config, script_type, self.group, self.instance, index=index, on_stop=jobs.stop,
             sandbox_off=unconfined,
         )  # fmt: skip
         if not await self._connect(link):
@@ -123,57 +117,52 @@ class Actor:
             extra={"script_type": script_type, "actor": link.name, "concurrency": self.concurrency,
                    "redis_user": user_of(self.config.redis)},
         )  # fmt: skip
-        done: list[Outcome] = []
         self._links.add(link)
-
-        def finished(job_id: str, task: asyncio.Task[Outcome]) -> None:
-            running.pop(job_id, None)
-            cancelled = task.cancelled()  # stopped before it even began
-            done.append(Outcome(job_id, "stopped", "", "stopped") if cancelled else task.result())
-            link.poke()
-
-        def launch(jobs: list[Claimed]) -> None:
-            for job in jobs:
-                task = asyncio.create_task(self._execute(link, handler, job))
-                running[job.job_id] = task
-                task.add_done_callback(functools.partial(finished, job.job_id))
-
+        jobs.start = lambda job: self._execute(link, handler, job)
+        jobs.on_done = link.poke
         try:
-            while True:
-                is_stopping = self._stopping.is_set()
-                if is_stopping and not running and not done:
-                    with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
-                        await link.withdraw()
-                        launch(link.handed())  # handed over just before we withdrew
-                        launch(await link.adopt(running))
-                    if not running:
-                        break
-                    continue
-                launch(link.handed())
-                want = 0 if is_stopping else self.concurrency - len(running)
-                if done or want:
-                    outcomes, done[:] = list(done), []
-                    try:
-                        if link.adopt_due:  # held jobs of an earlier process with this name
-                            launch(await link.adopt(running))
-                        claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
-                    except UNAVAILABLE:
-                        done[:0] = outcomes  # keep them; report once Redis is back
-                        link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
-                        await asyncio.sleep(0.5)
-                        continue
-                    launch(claimed)
-                    if claimed and len(claimed) == want:
-                        continue  # maybe more queued
-                if done or link.has_handed():
-                    continue  # arrived while cycling: the cycle cleared their wake-up
-                if is_stopping and not running:
-                    continue  # reported the last ones: leave (at the top)
-                await link.wait_for_work()  # stop() wakes it too
+            await self._cycle_until_stopped(link, jobs)
         finally:
             self._links.discard(link)
             await link.close()
             log.info("actor stopped", extra={"script_type": script_type, "actor": link.name})
+
+    async def _cycle_until_stopped(self, link: ActorLink, jobs: _InFlight) -> None:
+        """Report what ended and claim up to ``concurrency`` more, one round trip
+        a cycle; wait for work when there is nothing to report and no room.
+        Once stopping: claim nothing, let the running jobs end, report them,
+        withdraw, and run what was handed over meanwhile before leaving."""
+        while True:
+            is_stopping = self._stopping.is_set()
+            if is_stopping and not jobs.running and not jobs.done:
+                with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
+                    await link.withdraw()
+                    jobs.launch(link.handed())  # handed over just before we withdrew
+                    jobs.launch(await link.adopt(jobs.running))
+                if not jobs.running:
+                    return
+                continue
+            jobs.launch(link.handed())
+            want = 0 if is_stopping else self.concurrency - len(jobs.running)
+            if jobs.done or want:
+                outcomes, jobs.done = jobs.done, []
+                try:
+                    if link.adopt_due:  # held jobs of an earlier process with this name
+                        jobs.launch(await link.adopt(jobs.running))
+                    claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
+                except UNAVAILABLE:
+                    jobs.done[:0] = outcomes  # keep them; report once Redis is back
+                    link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
+                    await asyncio.sleep(0.5)
+                    continue
+                jobs.launch(claimed)
+                if claimed and len(claimed) == want:
+                    continue  # maybe more queued
+            if jobs.done or link.has_handed():
+                continue  # arrived while cycling: the cycle cleared their wake-up
+            if is_stopping and not jobs.running:
+                continue  # reported the last ones: leave (at the top)
+            await link.wait_for_work()  # stop() wakes it too
 
     async def _connect(self, link: ActorLink) -> bool:
         """Open the link, waiting out a Redis that is not up yet (with backoff)."""
@@ -241,3 +230,35 @@ def python_actor(
         log.info("python job sandbox", extra=confinement)
     actor.handler("python")(executor)
     return actor
+
+
+class _InFlight:
+    """One link's jobs in flight: the tasks running them, and the outcomes of
+    those that ended, waiting for the next cycle to report them."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, asyncio.Task[Outcome]] = {}
+        self.done: list[Outcome] = []
+        #: Set once the link is open: runs one job; called when one ended.
+        self.start: Callable[[Claimed], Coroutine[Any, Any, Outcome]] | None = None
+        self.on_done: Callable[[], None] = lambda: None
+
+    def launch(self, jobs: list[Claimed]) -> None:
+        assert self.start is not None
+        for job in jobs:
+            task = asyncio.create_task(self.start(job))
+            self.running[job.job_id] = task
+            task.add_done_callback(functools.partial(self._finished, job.job_id))
+
+    def stop(self, job_id: str) -> None:
+        """A stop request: cancel the job's task (its outcome is ``stopped``)."""
+        task = self.running.get(job_id)
+        if task is not None:
+            log.info("stopping job", extra={"job_id": job_id})
+            task.cancel()
+
+    def _finished(self, job_id: str, task: asyncio.Task[Outcome]) -> None:
+        self.running.pop(job_id, None)
+        cancelled = task.cancelled()  # stopped before it even began
+        self.done.append(Outcome(job_id, "stopped", "", "stopped") if cancelled else task.result())
+        self.on_done()

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
-from gateway.codegen.model import Contract, Method, is_object, schema_name, types_of, union
+from gateway.codegen.model import Contract, Method, TypeSyntax, is_object
 from gateway.codegen.text import HEADER, render, runtime, sentence, wrap
 
 MODULE = "hero-client.js"
@@ -30,13 +29,22 @@ SUBSCRIBE = "job.subscribe"
 RUN = "job.run"
 JOB_SPEC = "JobSpec"
 
-_SCALARS = {
-    "string": "string",
-    "integer": "number",
-    "number": "number",
-    "boolean": "boolean",
-    "null": "null",
-}
+TS = TypeSyntax(
+    literal=" | ".join,
+    array="Array<{}>",
+    record="Record<string, {}>",
+    scalars={
+        "string": "string",
+        "integer": "number",
+        "number": "number",
+        "boolean": "boolean",
+        "null": "null",
+    },
+    top="unknown",
+    null="null",
+)
+#: A JSON Schema as a TypeScript type expression (also valid in JSDoc).
+ts_type = TS.of
 
 #: A runtime module's imports of its sibling runtime modules (statements, and JSDoc
 #: ``@import`` tags): one module has no use for them once the files are joined.
@@ -56,34 +64,6 @@ def joined(name: str) -> str:
     runtime modules, and without exporting what they only share among themselves."""
     source = _INTERNAL_EXPORT.sub(r"\1", _IMPORT.sub("", runtime(name)))
     return source.rstrip("\n")
-
-
-def ts_type(schema: dict[str, Any]) -> str:
-    """A JSON Schema as a TypeScript type expression (also valid in JSDoc)."""
-    name = schema_name(schema)
-    if name is not None:
-        return name
-    if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
-    for combinator in ("oneOf", "anyOf"):
-        if combinator in schema:
-            return _union(ts_type(s) for s in schema[combinator])
-    parts: list[str] = []
-    for t in types_of(schema):
-        if t == "array":
-            items = schema.get("items")
-            parts.append(f"Array<{ts_type(items) if isinstance(items, dict) else 'unknown'}>")
-        elif t == "object":
-            extra = schema.get("additionalProperties")
-            value = ts_type(extra) if isinstance(extra, dict) else "unknown"
-            parts.append(f"Record<string, {value}>")
-        else:
-            parts.append(_SCALARS.get(t, "unknown"))
-    return _union(parts) if parts else "unknown"
-
-
-def _union(parts: Iterable[str]) -> str:
-    return union(parts, top="unknown", null="null")
 
 
 def _params_type(m: Method) -> str:

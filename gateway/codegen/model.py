@@ -10,8 +10,9 @@ named types.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +191,43 @@ def union(parts: Iterable[str], *, top: str, null: str) -> str:
         return top
     seen.sort(key=lambda piece: piece == null)
     return " | ".join(seen)
+
+
+@dataclass(frozen=True)
+class TypeSyntax:
+    """How one target language spells JSON Schema types: the one walk over a
+    schema (refs, enums, unions, arrays, maps, scalars) both emitters share,
+    so the two clients cannot come to read a schema differently."""
+
+    #: ``enum`` values (JSON-encoded) as a type: ``Literal[...]`` or a TS union.
+    literal: Callable[[list[str]], str]
+    #: Format strings with one ``{}``: an array of, a map of string to.
+    array: str
+    record: str
+    scalars: Mapping[str, str]
+    #: The type of anything (Any / unknown), and of null (None / null).
+    top: str
+    null: str
+
+    def of(self, schema: dict[str, Any]) -> str:
+        """A JSON Schema as a type expression (component refs by name)."""
+        name = schema_name(schema)
+        if name is not None:
+            return name
+        if "enum" in schema:
+            return self.literal([json.dumps(v) for v in schema["enum"]])
+        for combinator in ("oneOf", "anyOf"):
+            if combinator in schema:
+                return self.union(self.of(s) for s in schema[combinator])
+        parts: list[str] = []
+        for t in types_of(schema):
+            if t in ("array", "object"):
+                sub = schema.get("items" if t == "array" else "additionalProperties")
+                inner = self.of(sub) if isinstance(sub, dict) else self.top
+                parts.append((self.array if t == "array" else self.record).format(inner))
+            else:
+                parts.append(self.scalars.get(t, self.top))
+        return self.union(parts) if parts else self.top
+
+    def union(self, parts: Iterable[str]) -> str:
+        return union(parts, top=self.top, null=self.null)

@@ -13,20 +13,12 @@ wrapping depends on their length.
 
 from __future__ import annotations
 
-import json
 import keyword
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from gateway.codegen.model import (
-    Contract,
-    Method,
-    is_object,
-    schema_name,
-    types_of,
-    union,
-)
+from gateway.codegen.model import Contract, Method, TypeSyntax, is_object, schema_name
 from gateway.codegen.text import HEADER, render, runtime, sentence, wrap
 
 PACKAGE = "hero_client"
@@ -49,41 +41,22 @@ _CLIENT_ERRORS = (
 #: The keyword every generated method takes for its call timeout.
 TIMEOUT_KW = "timeout"
 
-_SCALARS = {
-    "string": "str",
-    "integer": "int",
-    "number": "float",
-    "boolean": "bool",
-    "null": "None",
-}
-
-
-def py_type(schema: dict[str, Any]) -> str:
-    """A JSON Schema as a Python type expression (component refs by name)."""
-    name = schema_name(schema)
-    if name is not None:
-        return name
-    if "enum" in schema:
-        return "Literal[" + ", ".join(json.dumps(v) for v in schema["enum"]) + "]"
-    for combinator in ("oneOf", "anyOf"):
-        if combinator in schema:
-            return _union(py_type(s) for s in schema[combinator])
-    parts: list[str] = []
-    for t in types_of(schema):
-        if t == "array":
-            items = schema.get("items")
-            parts.append(f"list[{py_type(items) if isinstance(items, dict) else 'Any'}]")
-        elif t == "object":
-            extra = schema.get("additionalProperties")
-            value = py_type(extra) if isinstance(extra, dict) else "Any"
-            parts.append(f"dict[str, {value}]")
-        else:
-            parts.append(_SCALARS.get(t, "Any"))
-    return _union(parts) if parts else "Any"
-
-
-def _union(parts: Iterable[str]) -> str:
-    return union(parts, top="Any", null="None")
+PY = TypeSyntax(
+    literal=lambda values: "Literal[" + ", ".join(values) + "]",
+    array="list[{}]",
+    record="dict[str, {}]",
+    scalars={
+        "string": "str",
+        "integer": "int",
+        "number": "float",
+        "boolean": "bool",
+        "null": "None",
+    },
+    top="Any",
+    null="None",
+)
+#: A JSON Schema as a Python type expression (component refs by name).
+py_type = PY.of
 
 
 def _docstring(lines: list[str], indent: str) -> str:
