@@ -49,7 +49,7 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
             f"{merged['finished']} UTC).",
             "",
         ]
-    out += summary(results)
+    out += summary(results, meta.get("sections"))
     out += _machine(meta)
     out += _throughput(meta, results)
     out += _latency(results)
@@ -115,14 +115,18 @@ def _settings(meta: dict[str, Any]) -> list[str]:
     if not st:
         return []
     flags = ", ".join(
-        f"`--{k.replace('_', '-')} {v}`" for k, v in st["flags"].items() if v not in (None, False)
+        f"`--{k.replace('_', '-')}`" if v is True else f"`--{k.replace('_', '-')} {v}`"
+        for k, v in st["flags"].items()
+        if v not in (None, False)
     )
     env = ", ".join(f"`{k}={v}`" for k, v in st["hero_env"].items()) or "none set"
-    redis = ", ".join(f"{k} `{v}`" for k, v in st["redis_persistence"].items())
+    redis = ", ".join(
+        f"{k} `{v}`" if v else f"{k} (none)" for k, v in st["redis_persistence"].items()
+    )
     return [
-        f"- Settings: {meta['runs']} run(s) per figure; throughput runs of {meta['jobs']:,} "
-        f"jobs, latency runs of {meta['calls']:,} calls, scale {meta['clients']:,} clients; "
-        f"flags {flags}",
+        f"- Settings: {meta['runs']} run(s) per figure (the archiver's and scale's: 1); "
+        f"throughput runs of {meta['jobs']:,} jobs, latency runs of {meta['calls']:,} calls, "
+        f"scale {meta['clients']:,} clients; flags {flags}",
         f"- HERO_* environment (read by the gateway and actors too): {env}",
         f"- Main redis-server persistence: {redis} (the `aof` section runs its own with AOF on)",
     ]

@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(render(meta, results, profile_dir=OUT / "profile" if a.profile else None))
-    print("\n".join(summary(results)), flush=True)
+    print("\n".join(summary(results, meta["sections"])), flush=True)
     log(f"wrote {a.out}")
     if failed:
         log(f"failed sections: {', '.join(failed)}")

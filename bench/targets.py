@@ -215,7 +215,8 @@ def _scale_rows(results: dict[str, Any]) -> list[Row]:
     s = part(results, "scale")
     if s is None:
         return [_missing(conns, "scale"), _missing(rss, "scale")]
-    at = "" if s["clients"] >= 10000 else f" (only {s['clients']:,} clients run)"
+    reached = min(s["clients"], s.get("connected", s["clients"]))
+    at = "" if reached >= 10000 else f" (only {reached:,} clients connected)"
     return [
         Row(
             conns + at,
@@ -250,13 +251,27 @@ def capacity_rows(results: dict[str, Any]) -> list[tuple[str, float]]:
     return [(label, us) for label, f in found if (us := _cpu(f, "redis")) is not None]
 
 
-def summary(results: dict[str, Any]) -> list[str]:
-    """Markdown: the targets table, the capacity line, AOF on beside off."""
+def summary(results: dict[str, Any], sections: dict[str, Any] | None = None) -> list[str]:
+    """Markdown: the targets table, the capacity line, AOF on beside off.
+    ``sections``: run.py's per-section conditions, for the load each ran under."""
     lines = [
         "## Targets (#18)",
         "",
-        "Each figure measured in this sitting; ratios to BullMQ's figure of the same sitting.",
+        'Each figure measured in this sitting (see "Merged" above when sections were '
+        "re-run); ratios to BullMQ's figure of the same sitting.",
         "",
+    ]
+    if sections:
+        loads = ", ".join(
+            f"{name} {c['load_before'][0]:.2f}–{c['load_after'][0]:.2f}"
+            for name, c in sections.items()
+        )
+        lines += [
+            f"1-minute load during each section: {loads}. Sections that ran under different "
+            "loads make a jobs/s ratio lean; the CPU µs per job lean much less.",
+            "",
+        ]
+    lines += [
         "| target | hero-gateway | BullMQ | ratio | verdict |",
         "| --- | ---: | ---: | ---: | --- |",
     ]

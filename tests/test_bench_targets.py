@@ -79,6 +79,10 @@ def test_verdicts_of_issue_18s_sitting() -> None:
     assert archiver.verdict.startswith("**missed** by 24%")
     scale = [r.verdict for r in targets.targets(ISSUE_18) if r.target.startswith("10,000")]
     assert scale == ["met", "met"]
+    # a gateway that turned clients away did not run the target's 10,000
+    short = {**ISSUE_18, "scale": {**ISSUE_18["scale"], "connected": 4096}}
+    conns = next(r for r in targets.targets(short) if r.target.startswith("10,000"))
+    assert conns.target.endswith("(only 4,096 clients connected)")
 
 
 def test_capacity_line_and_what_was_not_measured() -> None:
