@@ -1,7 +1,7 @@
 """``make bench``: every benchmark in one sitting, on one fresh redis-server.
 
     .venv/bin/python bench/run.py                  # everything -> bench/RESULTS.md
-    .venv/bin/python bench/run.py --targets        # issue 18's targets only (~3 min)
+    .venv/bin/python bench/run.py --targets        # issue 18's targets only (a few minutes)
     .venv/bin/python bench/run.py --quick          # small smoke run -> bench/out/
     .venv/bin/python bench/run.py --only supervisor,gateway
     .venv/bin/python bench/run.py --only peers --runs 1
