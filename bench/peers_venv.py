@@ -62,23 +62,9 @@ def peer_argv(
     """The command line of one peer's benchmark child (2 worker processes);
     None when BullMQ's node is missing. Installs the peer's venv or
     node_modules on first use."""
-    if name == "bullmq":
-        from peers import bullmq_peer
-
-        if ensure_node_modules() is None:
-            return None
-        return bullmq_peer.argv(
-            url, mode, jobs=jobs, calls=calls, runs=runs, procs=2, concurrency=concurrency
-        )
-    py = ensure_peers_venv()
-    return [
-        str(py),
-        "-m",
-        f"peers.{name}_peer",
+    flags = [
         "--url",
         url,
-        "--mode",
-        mode,
         "--jobs",
         str(jobs),
         "--calls",
@@ -90,3 +76,8 @@ def peer_argv(
         "--concurrency",
         str(concurrency),
     ]
+    if name == "bullmq":
+        from peers import bullmq_peer
+
+        return None if ensure_node_modules() is None else bullmq_peer.argv(mode, flags)
+    return [str(ensure_peers_venv()), "-m", f"peers.{name}_peer", "--mode", mode, *flags]

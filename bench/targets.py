@@ -299,7 +299,7 @@ def aof_table(results: dict[str, Any]) -> list[str]:
         return []
     persistence = ", ".join(f"{k} {v or '(none)'}" for k, v in aof["redis_persistence"].items())
     lines = [
-        f"With AOF on ({persistence}; {aof.get('aof_mib', 0):.0f} MiB of AOF written), "
+        f"With AOF on ({persistence}; {aof.get('aof_mib', 0):.0f} MiB of AOF on disk at the end), "
         "as production runs Redis, beside the AOF-off figures above:",
         "",
         "| system | jobs/s AOF off | jobs/s AOF on | Redis µs/job AOF off | AOF on |",
