@@ -11,7 +11,7 @@ TEST_STAMP := $(VENV)/.installed-test
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: setup test-setup system-deps test-system-deps run test lint bench clean
+.PHONY: setup test-setup system-deps test-system-deps run test lint bench bench-targets clean
 
 setup: system-deps $(STAMP)
 
@@ -73,8 +73,14 @@ lint: test-setup
 	cd tests/node && { [ -f node_modules/.package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
 	node tests/node/node_modules/typescript/bin/tsc -p gateway/codegen/runtime/tsconfig.json
 
+# Every benchmark, the Python peers included (~20 min) -> bench/RESULTS.md.
 bench: test-setup
 	$(PY) bench/run.py
+
+# Only what issue 18's targets compare (ours, BullMQ, the LPUSH/BLPOP ceiling,
+# the archiver, AOF on; a few minutes) -> bench/out/RESULTS.md.
+bench-targets: test-setup
+	$(PY) bench/run.py --targets
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .mypy_cache .ruff_cache

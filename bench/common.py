@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -27,6 +27,22 @@ OUT = BENCH / "out"
 
 
 # -- figures -----------------------------------------------------------------------
+
+#: The peers' names in the results, as the tables print them.
+PEER_LABELS = {
+    "arq": "arq",
+    "rq": "RQ",
+    "celery": "Celery (Redis broker + backend)",
+    "dramatiq": "Dramatiq (Redis broker + Results)",
+    "saq": "SAQ",
+    "taskiq": "taskiq (taskiq-redis)",
+    "bullmq": "BullMQ (Node)",
+}
+
+
+def ok(result: object) -> TypeGuard[dict[str, Any]]:
+    """A section's figures (not an error or a skip); narrows ``results.get(...)``."""
+    return isinstance(result, dict) and "error" not in result and "skipped" not in result
 
 
 def median(values: Sequence[float]) -> float:
@@ -144,6 +160,21 @@ async def aredis_cpu(client: Any) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def redis_persistence(url: str) -> dict[str, str]:
+    """How a Redis persists (AOF on/off, fsync policy, RDB saves): the setting
+    that most changes its CPU per write, printed with every figure."""
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        found: dict[str, str] = {}
+        for name in ("appendonly", "appendfsync", "save"):
+            found.update(client.config_get(name))
+        return found
+    finally:
+        client.close()
+
+
 def raise_nofile(want: int = 65536) -> int:
     """Raise this process's open-files limit (children inherit it); the new soft limit."""
     import resource
@@ -253,6 +284,22 @@ def wait_until(
         if time.monotonic() > end:
             raise TimeoutError(f"{what}: not done after {timeout:.0f}s")
         time.sleep(interval)
+
+
+def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
+    """Run a benchmark child to its end; its BENCH-RESULT (stderr passes through)."""
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env={**os.environ, **python_env()},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}")
+    return parse_result(proc.stdout)
 
 
 def python_env() -> dict[str, str]:

@@ -177,6 +177,17 @@ async def verify(client: aioredis.Redis, jobs: list[dict[str, Any]], since: str)
     return {"bad_status": bad_status, "bad_output": bad_output, "missing_events": len(wanted)}
 
 
+async def events_added(client: aioredis.Redis) -> int:
+    """Entries ever added to the events stream (XINFO STREAM ``entries-added``):
+    unlike XLEN, not lowered by the stream's MAXLEN trimming, so a difference
+    across a run is the events that run wrote."""
+    try:
+        info = await client.xinfo_stream(keys.EVENTS)
+    except aioredis.ResponseError:  # no stream yet
+        return 0
+    return int(info["entries-added"])
+
+
 async def last_event_id(client: aioredis.Redis) -> str:
     newest = await client.xrevrange(keys.EVENTS, count=1)
     return str(newest[0][0]) if newest else "0-0"
@@ -218,6 +229,7 @@ async def one_throughput_run(
     base = await finished_count(probe)
     since = await last_event_id(probe)
     cpu = cpu or CpuMeter(probe, [])
+    events0 = await events_added(probe)
     cpu0 = await cpu.read()
     t0 = time.perf_counter()
     for start in range(0, n, BATCH):
@@ -225,14 +237,31 @@ async def one_throughput_run(
     t_enq = time.perf_counter()
     t_end = await wait_finished(probe, base + n, timeout, procs)
     cpu1 = await cpu.read()
+    events = await events_added(probe) - events0
     problems = await verify(probe, jobs, since)
+    return run_figures(n, t0, t_enq, t_end, CpuMeter.per_job(cpu0, cpu1, n), events, problems)
+
+
+def run_figures(
+    n: int,
+    t0: float,
+    t_enq: float,
+    t_end: float,
+    cpu_us: dict[str, float],
+    events: int,
+    problems: dict[str, int],
+) -> dict[str, Any]:
+    """One throughput run's figures (``t0``..``t_end`` from perf_counter());
+    ``events`` written to the events stream in that window."""
     elapsed = t_end - t0
     return {
         "jobs": n,
         "elapsed_s": elapsed,
         "enqueue_s": t_enq - t0,
         "jobs_per_s": n / elapsed,
-        "cpu_us_per_job": CpuMeter.per_job(cpu0, cpu1, n),
+        "events": events,
+        "events_per_s": events / elapsed,
+        "cpu_us_per_job": cpu_us,
         "verified": not any(problems.values()),
         **problems,
     }
@@ -287,6 +316,7 @@ def summarize(results: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     cpu = {k: round(median([c[k] for c in cpu_runs]), 1) for k in cpu_runs[0]} if cpu_runs else {}
     return {
         "jobs_per_s": median(rates),
+        "events_per_s": median([r.get("events_per_s", 0.0) for r in results]),
         "cpu_us_per_job": cpu,
         "runs": rates,
         "verified": all(r["verified"] for r in results),

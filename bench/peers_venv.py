@@ -54,3 +54,30 @@ def ensure_node_modules() -> Path | None:
             log("npm ci refused the lock; npm install from the same lock")
             subprocess.run(["npm", "install", *quiet], cwd=NODE_DIR, check=True)
     return NODE_DIR
+
+
+def peer_argv(
+    name: str, url: str, mode: str, *, jobs: int, calls: int, runs: int, concurrency: int
+) -> list[str] | None:
+    """The command line of one peer's benchmark child (2 worker processes);
+    None when BullMQ's node is missing. Installs the peer's venv or
+    node_modules on first use."""
+    flags = [
+        "--url",
+        url,
+        "--jobs",
+        str(jobs),
+        "--calls",
+        str(calls),
+        "--runs",
+        str(runs),
+        "--procs",
+        "2",
+        "--concurrency",
+        str(concurrency),
+    ]
+    if name == "bullmq":
+        from peers import bullmq_peer
+
+        return None if ensure_node_modules() is None else bullmq_peer.argv(mode, flags)
+    return [str(ensure_peers_venv()), "-m", f"peers.{name}_peer", "--mode", mode, *flags]

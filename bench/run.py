@@ -1,22 +1,28 @@
-"""``make bench``: every benchmark of issue 8 in one sitting, on one fresh redis-server.
+"""``make bench``: every benchmark in one sitting, on one fresh redis-server.
 
     .venv/bin/python bench/run.py                  # everything -> bench/RESULTS.md
+    .venv/bin/python bench/run.py --targets        # issue 18's targets only (a few minutes)
     .venv/bin/python bench/run.py --quick          # small smoke run -> bench/out/
     .venv/bin/python bench/run.py --only supervisor,gateway
     .venv/bin/python bench/run.py --only peers --runs 1
     .venv/bin/python bench/run.py --profile        # py-spy on our processes too
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
-supervisor, supervisor-latency, gateway, scale, interop, sandbox, dispatch, arq, rq, celery,
-dramatiq, saq, taskiq, bullmq, naive, redis-benchmark.
+supervisor, supervisor-latency, gateway, archiver, scale, interop, sandbox,
+dispatch, arq, rq, celery, dramatiq, saq, taskiq, bullmq, naive,
+redis-benchmark, aof. ``--targets`` runs supervisor, supervisor-latency,
+gateway, archiver, scale, bullmq, naive and aof: every figure issue 18's
+targets compare, BullMQ beside us, without the slow Python peers.
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
 redis-server (AOF off, loopback, free port) is started once and FLUSHALLed
-between sections. The peers run from their own venv (bench/.venv-peers,
-created here on first use) and BullMQ from bench/node (``npm ci``). A full
-run writes bench/RESULTS.md; a partial or quick one writes
-bench/out/RESULTS.md, so it never overwrites the committed figures.
-Raw figures go to bench/out/results.json either way.
+between sections; the ``aof`` section starts a second one with AOF on
+(appendfsync everysec, as production runs Redis). The peers run from their
+own venv (bench/.venv-peers, created here on first use) and BullMQ from
+bench/node (``npm ci``). A full run writes bench/RESULTS.md; a partial or
+quick one writes bench/out/RESULTS.md, so it never overwrites the committed
+figures. Raw figures go to bench/out/results.json either way. The targets
+table (targets.py) is printed at the end and heads the markdown.
 """
 
 from __future__ import annotations
@@ -25,40 +31,65 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from common import OUT, loadavg, log, machine, parse_result, python_env, raise_nofile  # noqa: E402
+from common import (  # noqa: E402
+    OUT,
+    loadavg,
+    log,
+    machine,
+    raise_nofile,
+    redis_persistence,
+    run_child,
+)
+from sitting import PY_PEERS, merge_earlier, settings, versions  # noqa: E402
 
-PY_PEERS = ["arq", "rq", "celery", "dramatiq", "saq", "taskiq"]
 PEERS = [*PY_PEERS, "bullmq"]
 CEILING = ["naive", "redis-benchmark"]
 OURS = [
     "supervisor",
     "supervisor-latency",
     "gateway",
+    "archiver",
     "scale",
     "interop",
     "sandbox",
     "dispatch",
 ]
-ALL = [*OURS, *PEERS, *CEILING]
+#: Runs on a second redis-server of its own, with AOF on (appendfsync everysec).
+AOF = "aof"
+ALL = [*OURS, *PEERS, *CEILING, AOF]
+#: ``--targets``: what issue 18's targets need, BullMQ beside us, in one short sitting.
+TARGETS = [
+    "supervisor",
+    "supervisor-latency",
+    "gateway",
+    "archiver",
+    "scale",
+    "bullmq",
+    "naive",
+    AOF,
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small smoke run (used by a test)")
     p.add_argument("--only", help="comma-separated sections (or 'peers'); default all")
+    p.add_argument(
+        "--targets",
+        action="store_true",
+        help="only what issue 18's targets need: " + ", ".join(TARGETS),
+    )
     p.add_argument("--runs", type=int, help="runs per figure (default 3; quick 1)")
     p.add_argument("--jobs", type=int, help="jobs per throughput run (default 20000)")
     p.add_argument("--calls", type=int, help="calls per latency run (default 2000)")
@@ -106,8 +137,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.jobs = args.jobs or (1000 if args.quick else 20000)
     args.calls = args.calls or (100 if args.quick else 2000)
     args.clients = args.clients or (200 if args.quick else 10000)
+    if args.targets and args.only:
+        p.error("--targets and --only choose the sections two ways; give one")
     names: list[str] = []
-    for name in (args.only or ",".join(ALL)).split(","):
+    chosen = ",".join(TARGETS) if args.targets else args.only
+    for name in (chosen or ",".join(ALL)).split(","):
         name = name.strip()
         if name == "peers":
             names += PEERS + CEILING
@@ -116,7 +150,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         elif name:
             p.error(f"unknown section {name!r}; choose from {', '.join(ALL)} or peers")
     args.sections = list(dict.fromkeys(names))
-    full = not args.quick and not args.only
+    full = not args.quick and not chosen
     args.out = args.out or (BENCH / "RESULTS.md" if full else OUT / "RESULTS.md")
     return args
 
@@ -159,6 +193,24 @@ def section_gateway(url: str, a: argparse.Namespace) -> dict[str, Any]:
     return {"throughput": thr, "latency": lat}
 
 
+def section_archiver(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    import archiver_bench
+
+    return archiver_bench.archiver(url, jobs=a.jobs, concurrency=a.concurrency)
+
+
+def section_aof(a: argparse.Namespace) -> dict[str, Any]:
+    import aof
+
+    return aof.aof_throughput(
+        jobs=a.jobs,
+        runs=a.runs,
+        concurrency=a.concurrency,
+        peer_concurrency=a.peer_concurrency,
+        with_bullmq="bullmq" in a.sections,
+    )
+
+
 def section_scale(url: str, a: argparse.Namespace) -> dict[str, Any]:
     import scale
 
@@ -189,62 +241,22 @@ def section_dispatch(url: str, a: argparse.Namespace) -> dict[str, Any]:
     return eventloop.run(dispatch_bench.dispatch_cost(calls, a.runs))
 
 
-def run_child(argv: list[str], *, cwd: Path, timeout: float) -> dict[str, Any]:
-    proc = subprocess.run(
-        argv,
-        cwd=cwd,
-        env={**os.environ, **python_env()},
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=None,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}")
-    return parse_result(proc.stdout)
-
-
 def section_peer(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
-    from peers_venv import ensure_node_modules, ensure_peers_venv
+    from peers_venv import peer_argv
 
-    jobs = a.jobs
     out: dict[str, Any] = {}
     for mode in ("throughput", "latency"):
-        if name == "bullmq":
-            from peers import bullmq_peer
-
-            if ensure_node_modules() is None:
-                return {"skipped": "node/npm not installed"}
-            argv = bullmq_peer.argv(
-                url,
-                mode,
-                jobs=jobs,
-                calls=a.calls,
-                runs=a.runs,
-                procs=2,
-                concurrency=a.peer_concurrency,
-            )
-        else:
-            py = ensure_peers_venv()
-            argv = [
-                str(py),
-                "-m",
-                f"peers.{name}_peer",
-                "--url",
-                url,
-                "--mode",
-                mode,
-                "--jobs",
-                str(jobs),
-                "--calls",
-                str(a.calls),
-                "--runs",
-                str(a.runs),
-                "--procs",
-                "2",
-                "--concurrency",
-                str(a.peer_concurrency),
-            ]
+        argv = peer_argv(
+            name,
+            url,
+            mode,
+            jobs=a.jobs,
+            calls=a.calls,
+            runs=a.runs,
+            concurrency=a.peer_concurrency,
+        )
+        if argv is None:
+            return {"skipped": "node/npm not installed"}
         try:  # a hung or failed latency run must not cost the throughput figure
             out[mode] = run_child(argv, cwd=BENCH, timeout=1800 if mode == "throughput" else 900)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -285,44 +297,48 @@ def flush(url: str) -> None:
         client.close()
 
 
-# -- versions and conditions ---------------------------------------------------------
+def run_section(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
+    sections: dict[str, Any] = {
+        "supervisor": section_supervisor,
+        "supervisor-latency": section_supervisor_latency,
+        "gateway": section_gateway,
+        "archiver": section_archiver,
+        "scale": section_scale,
+        "interop": section_interop,
+        "sandbox": section_sandbox,
+        "dispatch": section_dispatch,
+        "redis-benchmark": section_redis_benchmark,
+    }
+    if name == AOF:
+        return section_aof(a)
+    if name in sections:
+        result: dict[str, Any] = sections[name](url, a)
+        return result
+    return section_peer(name, url, a)
 
 
-def versions(sections: list[str]) -> dict[str, str]:
-    v: dict[str, str] = {}
-    for dist in ("hero-gateway", "redis", "hiredis", "websockets", "uvicorn", "starlette"):
+def run_sections(
+    url: str, a: argparse.Namespace, results: dict[str, Any], conditions: dict[str, Any]
+) -> list[str]:
+    """Every chosen section in turn, the load before and after each; the failed ones."""
+    failed = []
+    for name in a.sections:
+        flush(url)
+        before = loadavg()
+        t = time.monotonic()
+        log(f"== {name} (load {' / '.join(f'{x:.2f}' for x in before)})")
         try:
-            v[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            v[dist] = "not installed"
-    if any(s in PY_PEERS or s == "naive" for s in sections):
-        from peers_venv import PEERS_PY
-
-        if PEERS_PY.exists():
-            freeze = subprocess.run(
-                [str(PEERS_PY), "-m", "pip", "freeze"], capture_output=True, text=True, check=False
-            ).stdout
-            wanted = {
-                "arq",
-                "rq",
-                "celery",
-                "kombu",
-                "dramatiq",
-                "saq",
-                "taskiq",
-                "taskiq-redis",
-                "redis",
-                "hiredis",
-            }
-            for line in freeze.splitlines():
-                name, _, ver = line.partition("==")
-                if name.lower() in wanted:
-                    v[f"peers: {name.lower()}"] = ver
-    if "bullmq" in sections:
-        from peers import bullmq_peer
-
-        v["peers: bullmq (node)"] = bullmq_peer.version()
-    return v
+            results[name] = run_section(name, url, a)
+        except Exception as exc:  # one broken section must not cost the others
+            traceback.print_exc()
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            failed.append(name)
+        conditions["sections"][name] = {
+            "seconds": time.monotonic() - t,
+            "load_before": before,
+            "load_after": loadavg(),
+        }
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,64 +367,22 @@ def main(argv: list[str] | None = None) -> int:
             Path(tempfile.mkdtemp(prefix="redis-", dir=OUT)), appendonly=False
         ).start()
         url = server.url
+    persistence = redis_persistence(url)
     log(f"redis-server on {url}; sections: {', '.join(a.sections)}")
-    failed = []
     try:
-        for name in a.sections:
-            flush(url)
-            before = loadavg()
-            t = time.monotonic()
-            log(f"== {name}")
-            try:
-                if name == "supervisor":
-                    results[name] = section_supervisor(url, a)
-                elif name == "supervisor-latency":
-                    results[name] = section_supervisor_latency(url, a)
-                elif name == "gateway":
-                    results[name] = section_gateway(url, a)
-                elif name == "scale":
-                    results[name] = section_scale(url, a)
-                elif name == "interop":
-                    results[name] = section_interop(url, a)
-                elif name == "sandbox":
-                    results[name] = section_sandbox(url, a)
-                elif name == "dispatch":
-                    results[name] = section_dispatch(url, a)
-                elif name == "redis-benchmark":
-                    results[name] = section_redis_benchmark(url, a)
-                else:
-                    results[name] = section_peer(name, url, a)
-            except Exception as exc:  # one broken section must not cost the others
-                traceback.print_exc()
-                results[name] = {"error": f"{type(exc).__name__}: {exc}"}
-                failed.append(name)
-            conditions["sections"][name] = {
-                "seconds": time.monotonic() - t,
-                "load_before": before,
-                "load_after": loadavg(),
-            }
+        failed = run_sections(url, a, results, conditions)
     finally:
         if server is not None:
             server.stop()
     if a.merge is not None:
-        earlier = json.loads(a.merge.read_text())
-        results = {**earlier["results"], **results}
-        conditions["sections"] = {**earlier["meta"].get("sections", {}), **conditions["sections"]}
-        conditions["rerun"] = list(a.sections)
-        conditions["merged_from"] = {
-            k: earlier["meta"].get(k) for k in ("started", "finished", "command", "load_before")
-        }
-        load_before = earlier["meta"].get("load_before", load_before)
-        merged_versions = earlier["meta"].get("versions", {})
-    else:
-        merged_versions = {}
+        results = merge_earlier(a.merge, a, results, conditions)
     meta = {
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["run.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine(),
-        "versions": {**merged_versions, **versions(a.sections)},
-        "load_before": load_before,
+        "versions": {**conditions.pop("earlier_versions", {}), **versions(a.sections)},
+        "load_before": conditions.pop("load_before", None) or load_before,
         "load_after": loadavg(),
         "nofile": nofile,
         "runs": a.runs,
@@ -419,14 +393,17 @@ def main(argv: list[str] | None = None) -> int:
         "peer_concurrency": a.peer_concurrency,
         "quick": a.quick,
         "profile": a.profile,
+        "settings": settings(a, persistence),
         **conditions,
     }
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     from report import render
+    from targets import summary
 
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(render(meta, results, profile_dir=OUT / "profile" if a.profile else None))
+    print("\n".join(summary(results, meta["sections"])), flush=True)
     log(f"wrote {a.out}")
     if failed:
         log(f"failed sections: {', '.join(failed)}")

@@ -68,7 +68,10 @@ async def scale(
     waiters = clients // 2
     subscribers = clients - waiters
     with Procs() as procs:
-        gw_pid, port = start_gateway(procs, url, profile=profile)
+        # the gateway turns away connections past --max-connections (4096 by
+        # default): room for every client, the probes and the bench's own
+        room = {"HERO_MAX_CONNECTIONS": str(clients + 64)}
+        gw_pid, port = start_gateway(procs, url, profile=profile, extra_env=room)
         rss_idle = rss_bytes(gw_pid)
         per = [
             (m, n)

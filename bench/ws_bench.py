@@ -33,11 +33,13 @@ from ours import (
     SCRIPT_TYPE,
     CpuMeter,
     connect_producer,
+    events_added,
     finished_count,
     hero_gateway,
     last_event_id,
     latency_result,
     py_spy_record,
+    run_figures,
     specs,
     start_actors,
     summarize,
@@ -193,26 +195,19 @@ async def ws_throughput_run(
 
     cpu = cpu or CpuMeter(probe, [])
     try:
+        events0 = await events_added(probe)
         cpu0 = await cpu.read()
         t0 = time.perf_counter()
         await asyncio.gather(*(feed(c) for c in clients))
         t_enq = time.perf_counter()
         t_end = await wait_finished(probe, base + n, 300, procs)
         cpu1 = await cpu.read()
+        events = await events_added(probe) - events0
     finally:
         for c in clients:
             await c.close()
     problems = await verify(probe, jobs, since)
-    elapsed = t_end - t0
-    return {
-        "jobs": n,
-        "elapsed_s": elapsed,
-        "enqueue_s": t_enq - t0,
-        "jobs_per_s": n / elapsed,
-        "cpu_us_per_job": CpuMeter.per_job(cpu0, cpu1, n),
-        "verified": not any(problems.values()),
-        **problems,
-    }
+    return run_figures(n, t0, t_enq, t_end, CpuMeter.per_job(cpu0, cpu1, n), events, problems)
 
 
 async def gateway_throughput(

@@ -10,26 +10,9 @@ NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 SCRIPT = NODE_DIR / "bullmq_bench.mjs"
 
 
-def argv(
-    url: str, mode: str, *, jobs: int, calls: int, runs: int, procs: int, concurrency: int
-) -> list[str]:
-    return [
-        "node",
-        str(SCRIPT),
-        mode,
-        "--url",
-        url,
-        "--jobs",
-        str(jobs),
-        "--calls",
-        str(calls),
-        "--runs",
-        str(runs),
-        "--procs",
-        str(procs),
-        "--concurrency",
-        str(concurrency),
-    ]
+def argv(mode: str, flags: list[str]) -> list[str]:
+    """node bullmq_bench.mjs MODE, with the flags every peer's child takes."""
+    return ["node", str(SCRIPT), mode, *flags]
 
 
 def version() -> str:
