@@ -35,6 +35,9 @@ from gateway.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The real-gateway harness: its fixtures reach every test module from here.
+pytest_plugins = ["tests.server_support"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
@@ -148,6 +151,12 @@ async def actors(config: Config) -> AsyncIterator[Callable[..., Actor]]:
     for actor, _ in started:
         actor.stop()
     await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
+
+
+@pytest.fixture(name="python_actor")
+async def one_python_actor(actors: Callable[..., Actor]) -> Actor:
+    """One real python actor (subprocess per job), stopped at teardown."""
+    return actors()
 
 
 @pytest.fixture

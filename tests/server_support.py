@@ -1,15 +1,19 @@
-"""Real gateway servers and real WebSocket clients for the server tests.
+"""The one real-gateway harness: servers, WebSocket clients, and their fixtures.
 
 A server here is ``python -m gateway.cli serve`` in a subprocess on a free
 loopback port (uvicorn, the real lifespan, the real supervisor), with the
 dispatcher's ``check_results`` on, so every result is also checked against
 the contract. Its log goes to a file, shown when a test fails to start it.
+A stopped server starts again on the same port (``restart``), which is how
+client tests take the gateway away under a live subscription.
 
 The client is the ``websockets`` library; ``Rpc`` adds what tests need on
 top: ids, answers routed to their callers, notifications queued in order.
 
-Test modules take the fixtures by assignment (``server = support.server``),
-not by import, so a test's ``server`` argument does not shadow an import.
+tests/conftest.py registers this module as a plugin, so its fixtures
+(``shared_server``, ``server``, ``own_server``, ``rpc``, ``node_modules``)
+reach every test module without an import. ``wait_until`` is the one way a
+test waits for something another process does: a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +46,7 @@ from tests.conftest import ROOT
 #: Limits of the shared test server: small, so tests can reach them cheaply.
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_INFLIGHT = 8
+NODE_DIR = ROOT / "tests" / "node"
 
 
 @dataclass
@@ -62,6 +68,26 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_ready(self) -> None:
+        """Return once /healthz answers 200; raise with the log if the server exits or stalls."""
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            with contextlib.suppress(OSError):
+                if http_get(f"{self.http}/healthz")[0] == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise RuntimeError(f"server not ready:\n{self.log()[-3000:]}")
+            time.sleep(0.05)  # poll interval of the readiness probe
+
+    def restart(self) -> None:
+        """Start the stopped server again, same port and settings."""
+        assert self.proc.poll() is not None, "restart of a running server"
+        self.proc = spawn(self.log_path, self.env)
+        self.wait_ready()
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         if self.proc.poll() is None:
@@ -107,17 +133,8 @@ def start_server(redis_url: str, log_path: Path, **settings: Any) -> Server:
     port = free_port()
     env = server_env(redis_url, port=port, **settings)
     server = Server(spawn(log_path, env), port, log_path, env)
-    deadline = time.monotonic() + 30
-    while True:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"server exited ({server.proc.returncode}):\n{server.log()[-3000:]}")
-        with contextlib.suppress(OSError):
-            if http_get(f"{server.http}/healthz")[0] == 200:
-                return server
-        if time.monotonic() > deadline:
-            server.stop(signal.SIGKILL)
-            raise RuntimeError(f"server not ready:\n{server.log()[-3000:]}")
-        time.sleep(0.05)
+    server.wait_ready()
+    return server
 
 
 @contextlib.contextmanager
@@ -133,31 +150,15 @@ def running_server(redis_url: str, log_path: Path, **settings: Any) -> Iterator[
 CONTRACT_BREACH = "rpc result breaks the contract"
 
 
-class _Shared:
-    """The one shared server of the session. Each test module takes the fixture
-    by assignment, which makes it a separate fixture per module; they all hand
-    out this one process, started by the first and stopped by the last."""
-
-    server: Server | None = None
-    users = 0
-
-
 @pytest.fixture(scope="session")
 def shared_server(
     redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """One server for the session (session Redis; each test's ``redis_url`` flushes it)."""
-    if _Shared.server is None:
-        log_path = tmp_path_factory.mktemp("gateway") / "serve.log"
-        _Shared.server = start_server(redis_server.url, log_path)
-    _Shared.users += 1
-    try:
-        yield _Shared.server
-    finally:
-        _Shared.users -= 1
-        if _Shared.users == 0:
-            _Shared.server.stop()
-            _Shared.server = None
+    log_path = tmp_path_factory.mktemp("gateway") / "serve.log"
+    server = start_server(redis_server.url, log_path)
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -173,6 +174,13 @@ def server(shared_server: Server, redis_url: str) -> Iterator[Server]:
         line for line in shared_server.log()[start:].splitlines() if CONTRACT_BREACH in line
     ]
     assert not breaches, "results that break the contract:\n" + "\n".join(breaches)
+
+
+@pytest.fixture
+def own_server(redis_url: str, tmp_path: Path) -> Iterator[Server]:
+    """A server of the test's own, which it may stop and ``restart`` (short drain)."""
+    with running_server(redis_url, tmp_path / "serve.log", shutdown_grace=1) as server:
+        yield server
 
 
 @pytest.fixture
@@ -250,7 +258,7 @@ class Rpc:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(cls, url: str, **kwargs: Any) -> AsyncIterator[Rpc]:
-        async with websockets.connect(url, open_timeout=10, **kwargs) as ws:
+        async with websockets.connect(url, **{"open_timeout": 10, **kwargs}) as ws:
             client = cls(ws)
             try:
                 yield client
@@ -360,3 +368,31 @@ async def wait_status(rpc: Rpc, job_id: str, *statuses: str, within: float = 15.
 def private_redis(path: Path) -> EmbeddedRedis:
     """A redis-server only one test uses (so the test may stop it)."""
     return EmbeddedRedis(path, appendonly=False).start()
+
+
+# -- Node ------------------------------------------------------------------------------------
+
+
+def node_or_skip() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (make test-system-deps installs it): JS checks skipped")
+    return node
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """tests/node/node_modules, installed once with ``npm ci`` from the committed lock."""
+    node_or_skip()
+    target = NODE_DIR / "node_modules"
+    if not (target / ".package-lock.json").is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm is not installed: the OpenRPC ecosystem checks need it")
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=NODE_DIR,
+            check=True,
+            timeout=300,
+        )
+    return target

@@ -16,14 +16,8 @@ import pytest
 
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
-from tests import server_support as support
 from tests.helpers import eventually, job
 from tests.server_support import Rpc, Server, assert_event_shape, wait_status
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 pytestmark = pytest.mark.timeout(60)
 

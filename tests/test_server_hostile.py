@@ -26,12 +26,7 @@ from websockets.sync.client import connect as ws_connect
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
 from gateway.supervisor import keys
 from tests import raw_ws
-from tests import server_support as support
 from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
-
-server = support.server
-shared_server = support.shared_server
-rpc = support.rpc
 
 MAX_UNSENT = 256 * 1024
 GRACE = 2.0

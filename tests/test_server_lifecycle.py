@@ -24,6 +24,7 @@ from tests.helpers import job
 from tests.server_support import (
     Rpc,
     RpcError,
+    Server,
     http_get,
     post,
     private_redis,
@@ -31,6 +32,20 @@ from tests.server_support import (
     running_server,
     server_env,
 )
+
+
+async def test_a_stopped_server_restarts_on_the_same_port(own_server: Server) -> None:
+    """What the reconnect tests rely on: a stop closes the sockets, a restart serves again."""
+    async with Rpc.connect(own_server.ws) as client:
+        assert (await client.call("auth.whoami"))["scope"] == "anonymous"
+        await asyncio.to_thread(own_server.stop)
+        assert (await client.closed())[0] == 1012
+    with pytest.raises(OSError):
+        async with Rpc.connect(own_server.ws, open_timeout=2):
+            pass
+    await asyncio.to_thread(own_server.restart)
+    async with Rpc.connect(own_server.ws) as client:
+        assert (await client.call("auth.whoami"))["scope"] == "anonymous"
 
 
 async def test_redis_going_away_is_minus_32007_quickly(tmp_path: Path) -> None:

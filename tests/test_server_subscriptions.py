@@ -21,7 +21,6 @@ from gateway.rpc.app import Gateway, Limits, Services
 from gateway.rpc.subscriptions import MAX_SUBSCRIPTIONS, contract_event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
-from tests import server_support as support
 from tests.helpers import eventually, job
 from tests.server_support import (
     Rpc,
@@ -29,11 +28,6 @@ from tests.server_support import (
     Server,
     assert_event_shape,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 
 async def events_until(rpc: Rpc, job_id: str, last: str, within: float = 20) -> list[Any]:

@@ -18,7 +18,6 @@ from gateway.actor import python_actor
 from gateway.config import Config
 from gateway.rpc.methods import HERO_ALIASES
 from gateway.supervisor import keys
-from tests import server_support as support
 from tests.helpers import job
 from tests.server_support import (
     MAX_INFLIGHT,
@@ -30,11 +29,6 @@ from tests.server_support import (
     req,
     wait_status,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 # -- framing --------------------------------------------------------------------------
 
