@@ -262,9 +262,18 @@ async def test_stop_waits_for_a_running_job_then_returns(sup: Supervisor, config
     actor, release = held_actor(config)
     serving = asyncio.create_task(actor.serve())
     try:
-        run = asyncio.create_task(sup.run(job("last", script_type="osis"), wait=20))
-        await asyncio.sleep(0.2)  # running now
+        run = asyncio.create_task(
+            sup.run(job("last", script_type="osis", job_id="held-last"), wait=20)
+        )
+
+        async def running() -> bool:
+            with contextlib.suppress(JobNotFound):
+                return (await sup.status("held-last"))["status"] == "started"
+            return False
+
+        await eventually(running)
         actor.stop()
+        # no event marks "serve() did not return": give a wrong one time to do so
         await asyncio.sleep(0.1)
         assert not serving.done()  # the job is not done yet
         release.set()

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.supervisor.wire import Subscriber, Wire
+from tests.helpers import eventually
 
 
 @pytest.fixture
@@ -30,6 +31,15 @@ async def wire_client_id(rds: aioredis.Redis, name: str) -> int:
     clients: list[dict[str, Any]] = await rds.client_list()
     (found,) = [int(c["id"]) for c in clients if c["name"] == f"hero-gateway/{name}"]
     return found
+
+
+async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
+    """For ``eventually``: a client of ours is blocked in ``command`` on the server."""
+    clients: list[dict[str, Any]] = await rds.client_list()
+    return any(
+        c["name"].startswith("hero-gateway/") and c["cmd"] == command and "b" in c["flags"]
+        for c in clients
+    )
 
 
 async def test_replies_and_error_replies_each_reach_their_caller(
@@ -86,16 +96,18 @@ async def test_a_lost_connection_fails_the_calls_in_flight_and_the_next_call_rec
     wire: Wire, rds: aioredis.Redis
 ) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: blocked_in(rds, "blpop"))
     await rds.client_kill_filter(_id=await wire_client_id(rds, "test-wire"))
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 5)
     assert await wire.execute_command("PING") == "PONG"
 
 
-async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(wire: Wire) -> None:
+async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(
+    wire: Wire, rds: aioredis.Redis
+) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: blocked_in(rds, "blpop"))
     await asyncio.wait_for(wire.aclose(), 2)
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 2)
