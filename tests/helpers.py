@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from gateway.config import Config
+from gateway.errors import JobNotFound
+from gateway.supervisor import Supervisor
 from tests.conftest import ROOT
 
 
@@ -26,6 +29,13 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+async def started(sup: Supervisor, job_id: str) -> bool:
+    """For ``eventually``: the job exists and an actor has started it."""
+    with contextlib.suppress(JobNotFound):
+        return (await sup.status(job_id))["status"] == "started"
+    return False
 
 
 def spawn_actor(

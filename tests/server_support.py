@@ -289,14 +289,26 @@ class Rpc:
         self, method: str, params: Any = None, *, within: float = 15.0
     ) -> dict[str, Any]:
         """The whole Response object."""
+        return await asyncio.wait_for(await self._send(method, params), within)
+
+    async def sent(
+        self, method: str, params: Any = None, *, within: float = 15.0
+    ) -> asyncio.Task[dict[str, Any]]:
+        """Put a request on the socket now; the task is its whole Response.
+        The server reads a socket's frames in order, so every frame sent after
+        this returns finds the request read (and in flight): a barrier, not a sleep."""
+        future = await self._send(method, params)
+        return asyncio.create_task(asyncio.wait_for(future, within))
+
+    async def _send(self, method: str, params: Any) -> asyncio.Future[dict[str, Any]]:
         request_id = next(self._ids)
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": request_id}
         if params is not None:
             message["params"] = params
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         await self.ws.send(json.dumps(message))
-        return await asyncio.wait_for(future, within)
+        return future
 
     async def call(self, method: str, params: Any = None, *, within: float = 15.0) -> Any:
         """The result, or RpcError."""

@@ -22,6 +22,7 @@ from gateway.actor import Actor
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import KeyStore
 from tests.conftest import ROOT
+from tests.helpers import eventually, started
 from tests.server_support import Server
 
 sys.path.insert(0, str(ROOT / "clients" / "python"))
@@ -269,13 +270,14 @@ async def test_subscription_survives_a_gateway_restart(
         slow = asyncio.create_task(
             hero.run("import time; time.sleep(2.5); print('slow')", wait=30, job_id="across")
         )
-        await asyncio.sleep(0.5)
+        await eventually(lambda: started(sup, "across"))
         await asyncio.to_thread(own_server.stop)
         assert not slow.done()
         # a call made while the gateway is away waits for it instead of failing
         pending = asyncio.create_task(hero.job_status(before["job_id"], timeout=30))
         down = await sup.run({"script": "print('while down')", "script_type": "python"}, 30)
         assert down["status"] == "finished"
+        # the call must outlast the outage; no event marks "still waiting": time passes
         await asyncio.sleep(0.3)
         assert not pending.done()
         await asyncio.to_thread(own_server.restart)

@@ -81,8 +81,7 @@ async def test_binary_messages_are_utf8_json(rpc: Rpc) -> None:
 
 async def test_bad_frames_never_cost_an_in_flight_answer(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
-    slow = asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.0}))
-    await asyncio.sleep(0.1)
+    slow = await rpc.sent("job.output", {"job_id": "idle", "wait": 1.0})
     assert (await rpc.raw("{"))["error"]["code"] == -32700
     assert (await rpc.raw(b"\xff\xfe"))["error"]["code"] == -32700
     assert (await rpc.raw("42"))["error"]["code"] == -32600
@@ -96,8 +95,7 @@ async def test_bad_frames_never_cost_an_in_flight_answer(rpc: Rpc) -> None:
 async def test_a_slow_call_does_not_block_a_fast_one(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
     started = time.monotonic()
-    slow = asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.5}))
-    await asyncio.sleep(0.05)
+    slow = await rpc.sent("job.output", {"job_id": "idle", "wait": 1.5})
     assert (await rpc.call("auth.whoami"))["scope"] == "anonymous"
     assert time.monotonic() - started < 1.0
     assert (await slow)["error"]["code"] == -32003
@@ -148,10 +146,8 @@ async def test_batch_of_notifications_gets_no_answer(rpc: Rpc) -> None:
 async def test_in_flight_cap_answers_the_excess_minus_32006(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
     slow = [
-        asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.0}))
-        for _ in range(MAX_INFLIGHT)
+        await rpc.sent("job.output", {"job_id": "idle", "wait": 1.0}) for _ in range(MAX_INFLIGHT)
     ]
-    await asyncio.sleep(0.2)
     started = time.monotonic()
     with pytest.raises(RpcError) as caught:
         await rpc.call("auth.whoami")
