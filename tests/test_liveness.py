@@ -28,9 +28,7 @@ from tests.server_support import Rpc, Server, http_get
 
 
 async def connect(config: Config) -> Supervisor:
-    sup = await Supervisor.connect(config)
-    sup.maintenance._interval = 0.2
-    return sup
+    return await Supervisor.connect(replace(config, maintenance_interval=0.2))
 
 
 @pytest.fixture
