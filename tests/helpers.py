@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
+import redis.asyncio as aioredis
+
 from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
@@ -29,6 +31,12 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
+    """For ``eventually``: a client of the server is blocked in ``command`` (CLIENT LIST)."""
+    clients: list[dict[str, Any]] = await rds.client_list()
+    return any(c["cmd"] == command for c in clients)
 
 
 async def started(sup: Supervisor, job_id: str) -> bool:

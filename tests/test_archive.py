@@ -166,7 +166,7 @@ def test_idle_entries_of_a_dead_consumer_are_claimed(client: redis.Redis, tmp_pa
     ids = add_events(client, 60)
     client.xgroup_create(keys.EVENTS, "archive", id="0")
     client.xreadgroup("archive", "dead-host", {keys.EVENTS: ">"}, count=25)
-    time.sleep(0.1)
+    time.sleep(0.1)  # idle past claim_idle (0.05): only then are the entries claimable
     stats = Archiver(client, options(tmp_path, consumer="live", claim_idle=0.05)).run(once=True)
     assert stats.recovered == 25
     assert sorted(archived_ids(tmp_path)) == sorted(ids)

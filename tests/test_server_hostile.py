@@ -142,7 +142,7 @@ def test_a_client_that_reads_slowly_gets_every_answer(bounded_server: Server) ->
     sock.sendall(
         b"".join(raw_ws.frame(json.dumps(req("rpc.discover", id=i)).encode()) for i in range(n))
     )
-    time.sleep(GRACE / 4)
+    time.sleep(GRACE / 4)  # a slow reader: time passing (within the grace) is the case
     sock.sendall(raw_ws.frame(b"", raw_ws.CLOSE))
     got = raw_ws.read_until_close(sock)
     sock.close()

@@ -20,7 +20,7 @@ import pytest
 
 from gateway.embedded_redis import free_port
 from tests.conftest import ROOT
-from tests.helpers import job
+from tests.helpers import eventually, job
 from tests.server_support import (
     Rpc,
     RpcError,
@@ -150,11 +150,16 @@ async def test_sigterm_answers_in_flight_calls_then_closes_1012(
             while (await busy.event())["event"]["event"] != "started":
                 pass
             server.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.4)  # draining now: a new call is refused, not dropped
-            with pytest.raises(RpcError) as refused:
+
+            async def refused() -> bool:  # draining: a new call is refused, not dropped
+                answer = await busy.request("auth.whoami")
+                return "error" in answer and answer["error"]["code"] == -32006
+
+            await eventually(refused, within=5)
+            with pytest.raises(RpcError) as refusal:
                 await busy.call("auth.whoami")
-            assert refused.value.code == -32006
-            assert refused.value.message == "Server is shutting down"
+            assert refusal.value.code == -32006
+            assert refusal.value.message == "Server is shutting down"
             result = await running
             assert (result["status"], result["output"]) == ("finished", "done\n")
             for client in (busy, idle):

@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.supervisor.wire import Subscriber, Wire
-from tests.helpers import eventually
+from tests.helpers import blocked_in, eventually
 
 
 @pytest.fixture
@@ -31,15 +31,6 @@ async def wire_client_id(rds: aioredis.Redis, name: str) -> int:
     clients: list[dict[str, Any]] = await rds.client_list()
     (found,) = [int(c["id"]) for c in clients if c["name"] == f"hero-gateway/{name}"]
     return found
-
-
-async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
-    """For ``eventually``: a client of ours is blocked in ``command`` on the server."""
-    clients: list[dict[str, Any]] = await rds.client_list()
-    return any(
-        c["name"].startswith("hero-gateway/") and c["cmd"] == command and "b" in c["flags"]
-        for c in clients
-    )
 
 
 async def test_replies_and_error_replies_each_reach_their_caller(
