@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +32,16 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def until(check: Callable[[], object], within: float = 10.0, what: str = "condition") -> None:
+    """``eventually`` for tests without an event loop: poll ``check`` until it is
+    true, failing after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not met in {within} s")
+        time.sleep(0.05)
 
 
 async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
