@@ -53,7 +53,8 @@ async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
 async def started(sup: Supervisor, job_id: str) -> bool:
     """For ``eventually``: the job exists and an actor has started it."""
     with contextlib.suppress(JobNotFound):
-        return (await sup.status(job_id))["status"] == "started"
+        status: str = (await sup.status(job_id))["status"]
+        return status == "started"
     return False
 
 
