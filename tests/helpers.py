@@ -13,11 +13,21 @@ from pathlib import Path
 from typing import IO, Any
 
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from tests.conftest import ROOT
+
+
+def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A /metrics text as {(name, sorted labels): value}."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
 
 
 def job(script: str = "print('ok')", **fields: Any) -> dict[str, Any]:

@@ -217,6 +217,24 @@ def http_post(
         return exc.code, exc.read(), _lower(exc.headers)
 
 
+async def fetch(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (names in lower case) and body of a GET."""
+
+    def get() -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            answer = exc.code, exc.headers, exc.read()
+        status, found, body = answer
+        return status, {name.lower(): value for name, value in found.items()}, body
+
+    return await asyncio.to_thread(get)
+
+
 def _lower(headers: Any) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
 

@@ -16,9 +16,8 @@ from gateway.metrics import Metrics
 from gateway.rpc.subscriptions import contract_event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, samples
 from tests.server_support import assert_event_shape
-from tests.test_metrics import samples
 
 Reported = list[tuple[str, tuple[float, str] | None, str]]
 

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
-from tests.helpers import eventually, job
-
-
-def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text.decode())
-        for s in family.samples
-    }
+from tests.helpers import eventually, job, samples
 
 
 async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, actors: Any) -> None:

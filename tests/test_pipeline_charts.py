@@ -21,10 +21,9 @@ from rich.console import Console
 
 from gateway.pipeline import charts, report, synth
 from gateway.pipeline.summary import render, tables
-from tests.server_support import Server
-from tests.test_metrics import samples
+from tests.helpers import samples
+from tests.server_support import Server, fetch
 from tests.test_pipeline_e2e import cli
-from tests.test_web import fetch
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import re
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from gateway.supervisor.auth import KeyStore
 from gateway.web import CLIENT_URL, FILES, PLOTLY_URL
 from tests.conftest import ROOT
 from tests.helpers import eventually, job
-from tests.server_support import Server
+from tests.server_support import Server, fetch
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -48,24 +47,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-async def fetch(
-    url: str, headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers (names in lower case) and body of a GET."""
-
-    def get() -> tuple[int, dict[str, str], bytes]:
-        request = urllib.request.Request(url, headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                answer = response.status, response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            answer = exc.code, exc.headers, exc.read()
-        status, found, body = answer
-        return status, {name.lower(): value for name, value in found.items()}, body
-
-    return await asyncio.to_thread(get)
 
 
 # -- what is served ------------------------------------------------------------------------
