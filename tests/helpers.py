@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import Config
 from gateway.errors import JobNotFound
-from gateway.supervisor import Supervisor
+from gateway.supervisor import Supervisor, keys
 from tests.conftest import ROOT
 
 
@@ -52,6 +52,11 @@ def until(check: Callable[[], object], within: float = 10.0, what: str = "condit
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not met in {within} s")
         time.sleep(0.05)
+
+
+async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
+    """The job's entries of the events stream, oldest first."""
+    return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
 
 
 async def blocked_in(rds: aioredis.Redis, command: str) -> bool:

@@ -21,11 +21,15 @@ from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, spawn_actor
-
-
-async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
-    return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
+from tests.helpers import (
+    events_of,
+    eventually,
+    job,
+    marked_gone,
+    marked_running,
+    sleeper,
+    spawn_actor,
+)
 
 
 def flaky_actor(config: Config, failures: int) -> Actor:

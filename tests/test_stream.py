@@ -20,8 +20,8 @@ from gateway.errors import InvalidJob
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.conftest import fast_settings
-from tests.helpers import eventually, job
-from tests.test_reliability import events_of, sigkill_storm
+from tests.helpers import events_of, eventually, job
+from tests.test_reliability import sigkill_storm
 
 STREAM = keys.work_stream("osis")
 
