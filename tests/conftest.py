@@ -36,8 +36,8 @@ from gateway.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The real-gateway harness: its fixtures reach every test module from here.
-pytest_plugins = ["tests.server_support"]
+#: The real-gateway harness and Node: their fixtures reach every test module from here.
+pytest_plugins = ["tests.server_support", "tests.node_support"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,7 @@ The client is the ``websockets`` library; ``Rpc`` adds what tests need on
 top: ids, answers routed to their callers, notifications queued in order.
 
 tests/conftest.py registers this module as a plugin, so its fixtures
-(``shared_server``, ``server``, ``own_server``, ``rpc``, ``node_modules``)
+(``shared_server``, ``server``, ``own_server``, ``rpc``)
 reach every test module without an import. ``wait_until`` is the one way a
 test waits for something another process does: a condition with a deadline.
 """
@@ -23,7 +23,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +45,6 @@ from tests.conftest import ROOT
 #: Limits of the shared test server: small, so tests can reach them cheaply.
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_INFLIGHT = 8
-NODE_DIR = ROOT / "tests" / "node"
 
 
 @dataclass
@@ -398,31 +396,3 @@ async def wait_status(rpc: Rpc, job_id: str, *statuses: str, within: float = 15.
 def private_redis(path: Path) -> EmbeddedRedis:
     """A redis-server only one test uses (so the test may stop it)."""
     return EmbeddedRedis(path, appendonly=False).start()
-
-
-# -- Node ------------------------------------------------------------------------------------
-
-
-def node_or_skip() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed (make test-system-deps installs it): JS checks skipped")
-    return node
-
-
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """tests/node/node_modules, installed once with ``npm ci`` from the committed lock."""
-    node_or_skip()
-    target = NODE_DIR / "node_modules"
-    if not (target / ".package-lock.json").is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: the OpenRPC ecosystem checks need it")
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE_DIR,
-            check=True,
-            timeout=300,
-        )
-    return target

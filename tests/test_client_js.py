@@ -15,7 +15,8 @@ from typing import Any
 from gateway.actor import Actor
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import KeyStore
-from tests.server_support import NODE_DIR, Server, node_or_skip
+from tests.node_support import NODE_DIR, node_or_skip
+from tests.server_support import Server
 
 LIFECYCLE = ["created", "dispatched", "started", "finished"]
 

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from gateway.actor import Actor
-from tests.server_support import NODE_DIR, Server, node_or_skip
+from tests.node_support import NODE_DIR, node_or_skip
+from tests.server_support import Server
 
 
 async def test_served_contract_passes_the_openrpc_tools(

@@ -24,7 +24,7 @@ from gateway.codegen.model import load
 from gateway.codegen.text import RUNTIME
 from gateway.codegen.text import runtime as read_runtime
 from gateway.web import client_module
-from tests.server_support import NODE_DIR, node_or_skip
+from tests.node_support import NODE_DIR, node_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "clients" / "python"

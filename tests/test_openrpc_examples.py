@@ -24,7 +24,8 @@ from gateway import contract
 from gateway.actor import Actor
 from gateway.config import Config
 from tests.conftest import ROOT
-from tests.server_support import Server, node_or_skip
+from tests.node_support import node_or_skip
+from tests.server_support import Server
 
 COVERAGE_DIR = ROOT / "tests" / "node_coverage"
 #: Methods whose example results cannot be matched exactly: timestamps (job.get,
