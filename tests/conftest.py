@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: The real-gateway harness and Node: their fixtures reach every test module from here.
+pytest_plugins = ["tests.server_support", "tests.node_support"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -148,6 +152,34 @@ async def actors(config: Config) -> AsyncIterator[Callable[..., Actor]]:
     for actor, _ in started:
         actor.stop()
     await asyncio.wait_for(asyncio.gather(*(task for _, task in started)), 30)
+
+
+def fast_settings(config: Config) -> Config:
+    """Retries, timeouts, presence and maintenance in fractions of a second. The
+    storms kill actors at random, so one job may see several die: a generous death
+    budget (the poison rule has its own tests, in test_liveness.py)."""
+    return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1,
+                   max_actor_deaths=10, maintenance_interval=0.2)  # fmt: skip
+
+
+@pytest.fixture
+def fast(config: Config) -> Config:
+    """The test config with retries, timeouts and presence in fractions of a second."""
+    return fast_settings(config)
+
+
+@pytest.fixture
+async def fsup(fast: Config) -> AsyncIterator[Supervisor]:
+    """A supervisor on ``fast`` (a module may override ``fast``: stream mode, say)."""
+    sup = await Supervisor.connect(fast)
+    yield sup
+    await sup.close()
+
+
+@pytest.fixture(name="python_actor")
+async def one_python_actor(actors: Callable[..., Actor]) -> Actor:
+    """One real python actor (subprocess per job), stopped at teardown."""
+    return actors()
 
 
 @pytest.fixture

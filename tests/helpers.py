@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
+import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
+
 from gateway.config import Config
+from gateway.errors import JobNotFound
+from gateway.supervisor import Supervisor, keys
 from tests.conftest import ROOT
+
+
+def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A /metrics text as {(name, sorted labels): value}."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
 
 
 def job(script: str = "print('ok')", **fields: Any) -> dict[str, Any]:
@@ -26,6 +42,35 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0)
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.05)
+
+
+def until(check: Callable[[], object], within: float = 10.0, what: str = "condition") -> None:
+    """``eventually`` for tests without an event loop: poll ``check`` until it is
+    true, failing after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not met in {within} s")
+        time.sleep(0.05)
+
+
+async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
+    """The job's entries of the events stream, oldest first."""
+    return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
+
+
+async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
+    """For ``eventually``: a client of the server is blocked in ``command`` (CLIENT LIST)."""
+    clients: list[dict[str, Any]] = await rds.client_list()
+    return any(c["cmd"] == command for c in clients)
+
+
+async def started(sup: Supervisor, job_id: str) -> bool:
+    """For ``eventually``: the job exists and an actor has started it."""
+    with contextlib.suppress(JobNotFound):
+        status: str = (await sup.status(job_id))["status"]
+        return status == "started"
+    return False
 
 
 def spawn_actor(

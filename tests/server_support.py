@@ -1,15 +1,19 @@
-"""Real gateway servers and real WebSocket clients for the server tests.
+"""The one real-gateway harness: servers, WebSocket clients, and their fixtures.
 
 A server here is ``python -m gateway.cli serve`` in a subprocess on a free
 loopback port (uvicorn, the real lifespan, the real supervisor), with the
 dispatcher's ``check_results`` on, so every result is also checked against
 the contract. Its log goes to a file, shown when a test fails to start it.
+A stopped server starts again on the same port (``restart``), which is how
+client tests take the gateway away under a live subscription.
 
 The client is the ``websockets`` library; ``Rpc`` adds what tests need on
 top: ids, answers routed to their callers, notifications queued in order.
 
-Test modules take the fixtures by assignment (``server = support.server``),
-not by import, so a test's ``server`` argument does not shadow an import.
+tests/conftest.py registers this module as a plugin, so its fixtures
+(``shared_server``, ``server``, ``own_server``, ``rpc``)
+reach every test module without an import. ``wait_until`` is the one way a
+test waits for something another process does: a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -63,6 +67,26 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def wait_ready(self) -> None:
+        """Return once /healthz answers 200; raise with the log if the server exits or stalls."""
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.log()[-3000:]}")
+            with contextlib.suppress(OSError):
+                if http_get(f"{self.http}/healthz")[0] == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise RuntimeError(f"server not ready:\n{self.log()[-3000:]}")
+            time.sleep(0.05)  # poll interval of the readiness probe
+
+    def restart(self) -> None:
+        """Start the stopped server again, same port and settings."""
+        assert self.proc.poll() is not None, "restart of a running server"
+        self.proc = spawn(self.log_path, self.env)
+        self.wait_ready()
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -107,17 +131,8 @@ def start_server(redis_url: str, log_path: Path, **settings: Any) -> Server:
     port = free_port()
     env = server_env(redis_url, port=port, **settings)
     server = Server(spawn(log_path, env), port, log_path, env)
-    deadline = time.monotonic() + 30
-    while True:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"server exited ({server.proc.returncode}):\n{server.log()[-3000:]}")
-        with contextlib.suppress(OSError):
-            if http_get(f"{server.http}/healthz")[0] == 200:
-                return server
-        if time.monotonic() > deadline:
-            server.stop(signal.SIGKILL)
-            raise RuntimeError(f"server not ready:\n{server.log()[-3000:]}")
-        time.sleep(0.05)
+    server.wait_ready()
+    return server
 
 
 @contextlib.contextmanager
@@ -133,31 +148,15 @@ def running_server(redis_url: str, log_path: Path, **settings: Any) -> Iterator[
 CONTRACT_BREACH = "rpc result breaks the contract"
 
 
-class _Shared:
-    """The one shared server of the session. Each test module takes the fixture
-    by assignment, which makes it a separate fixture per module; they all hand
-    out this one process, started by the first and stopped by the last."""
-
-    server: Server | None = None
-    users = 0
-
-
 @pytest.fixture(scope="session")
 def shared_server(
     redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     """One server for the session (session Redis; each test's ``redis_url`` flushes it)."""
-    if _Shared.server is None:
-        log_path = tmp_path_factory.mktemp("gateway") / "serve.log"
-        _Shared.server = start_server(redis_server.url, log_path)
-    _Shared.users += 1
-    try:
-        yield _Shared.server
-    finally:
-        _Shared.users -= 1
-        if _Shared.users == 0:
-            _Shared.server.stop()
-            _Shared.server = None
+    log_path = tmp_path_factory.mktemp("gateway") / "serve.log"
+    server = start_server(redis_server.url, log_path)
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -173,6 +172,13 @@ def server(shared_server: Server, redis_url: str) -> Iterator[Server]:
         line for line in shared_server.log()[start:].splitlines() if CONTRACT_BREACH in line
     ]
     assert not breaches, "results that break the contract:\n" + "\n".join(breaches)
+
+
+@pytest.fixture
+def own_server(redis_url: str, tmp_path: Path) -> Iterator[Server]:
+    """A server of the test's own, which it may stop and ``restart`` (short drain)."""
+    with running_server(redis_url, tmp_path / "serve.log", shutdown_grace=1) as server:
+        yield server
 
 
 @pytest.fixture
@@ -207,6 +213,24 @@ def http_post(
             return response.status, response.read(), _lower(response.headers)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), _lower(exc.headers)
+
+
+async def fetch(
+    url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (names in lower case) and body of a GET."""
+
+    def get() -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(url, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answer = response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            answer = exc.code, exc.headers, exc.read()
+        status, found, body = answer
+        return status, {name.lower(): value for name, value in found.items()}, body
+
+    return await asyncio.to_thread(get)
 
 
 def _lower(headers: Any) -> dict[str, str]:
@@ -250,7 +274,7 @@ class Rpc:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(cls, url: str, **kwargs: Any) -> AsyncIterator[Rpc]:
-        async with websockets.connect(url, open_timeout=10, **kwargs) as ws:
+        async with websockets.connect(url, **{"open_timeout": 10, **kwargs}) as ws:
             client = cls(ws)
             try:
                 yield client
@@ -281,14 +305,26 @@ class Rpc:
         self, method: str, params: Any = None, *, within: float = 15.0
     ) -> dict[str, Any]:
         """The whole Response object."""
+        return await asyncio.wait_for(await self._send(method, params), within)
+
+    async def sent(
+        self, method: str, params: Any = None, *, within: float = 15.0
+    ) -> asyncio.Task[dict[str, Any]]:
+        """Put a request on the socket now; the task is its whole Response.
+        The server reads a socket's frames in order, so every frame sent after
+        this returns finds the request read (and in flight): a barrier, not a sleep."""
+        future = await self._send(method, params)
+        return asyncio.create_task(asyncio.wait_for(future, within))
+
+    async def _send(self, method: str, params: Any) -> asyncio.Future[dict[str, Any]]:
         request_id = next(self._ids)
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": request_id}
         if params is not None:
             message["params"] = params
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         await self.ws.send(json.dumps(message))
-        return await asyncio.wait_for(future, within)
+        return future
 
     async def call(self, method: str, params: Any = None, *, within: float = 15.0) -> Any:
         """The result, or RpcError."""

@@ -22,13 +22,10 @@ import redis.asyncio as aioredis
 
 from gateway import contract
 from gateway.supervisor.auth import KeyStore
-from tests import server_support as support
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
 
-shared_server = support.shared_server
-server = support.server
 keyring = auth.keyring
 
 IDENTITIES = ("none", "user", "other", "admin")

@@ -134,10 +134,9 @@ async def test_a_real_actor_on_the_actor_user_serves_jobs(
     actor_url = url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])
     config = Config(redis_url=gateway_url, log_dir=str(tmp_path / "logs"), presence_ttl=2,
                     retry_base=0.05, retry_max=0.2, watch_interval=0.05,
-                    stream_types=stream_types)  # fmt: skip
+                    stream_types=stream_types, maintenance_interval=0.2)  # fmt: skip
     log_path = tmp_path / "actor.log"
     sup = await Supervisor.connect(config)
-    sup.maintenance._interval = 0.2
     with log_path.open("wb") as log:
         proc = spawn_actor(
             Config(redis_url=actor_url, log_dir=config.log_dir, presence_ttl=2),

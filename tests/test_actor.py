@@ -4,7 +4,6 @@ logs, stop, timeouts and presence, all against real Redis and real processes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -17,10 +16,9 @@ import pytest
 
 from gateway.actor import Actor, JobContext, JobFailed
 from gateway.config import Config
-from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job, marked_gone, marked_running, sleeper
+from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, started
 
 
 async def test_python_job_runs_isolated(
@@ -138,7 +136,7 @@ async def test_concurrency_runs_jobs_side_by_side(
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the job's work: long enough for five to overlap
         running -= 1
         return "done"
 
@@ -234,19 +232,12 @@ async def test_an_actor_with_no_room_sleeps_through_wake_ups(
     try:
         spec = job("first", script_type="osis", job_id="spin-first")
         first = asyncio.create_task(sup.run(spec, wait=20))
-
-        async def running() -> bool:
-            with contextlib.suppress(JobNotFound):
-                status: str = (await sup.status("spin-first"))["status"]
-                return status == "started"
-            return False
-
-        await eventually(running, within=10)
+        await eventually(lambda: started(sup, "spin-first"), within=10)
         before = waits
         queued = [await sup.create(job(f"q{n}", script_type="osis")) for n in range(5)]
         for created in queued:
             await sup.start(created["job_id"])  # each publishes a wake-up
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # spinning is measured over time: let a spinner spin
         assert waits - before <= 6, waits - before  # one per wake-up at most, no spinning
         release.set()
         assert (await first)["output"] == "first"
@@ -262,9 +253,12 @@ async def test_stop_waits_for_a_running_job_then_returns(sup: Supervisor, config
     actor, release = held_actor(config)
     serving = asyncio.create_task(actor.serve())
     try:
-        run = asyncio.create_task(sup.run(job("last", script_type="osis"), wait=20))
-        await asyncio.sleep(0.2)  # running now
+        run = asyncio.create_task(
+            sup.run(job("last", script_type="osis", job_id="held-last"), wait=20)
+        )
+        await eventually(lambda: started(sup, "held-last"))
         actor.stop()
+        # no event marks "serve() did not return": give a wrong one time to do so
         await asyncio.sleep(0.1)
         assert not serving.done()  # the job is not done yet
         release.set()

@@ -21,6 +21,7 @@ from gateway.pipeline import synth
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import event_files, read_events
 from gateway.supervisor import keys
+from tests.helpers import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,7 +167,7 @@ def test_idle_entries_of_a_dead_consumer_are_claimed(client: redis.Redis, tmp_pa
     ids = add_events(client, 60)
     client.xgroup_create(keys.EVENTS, "archive", id="0")
     client.xreadgroup("archive", "dead-host", {keys.EVENTS: ">"}, count=25)
-    time.sleep(0.1)
+    time.sleep(0.1)  # idle past claim_idle (0.05): only then are the entries claimable
     stats = Archiver(client, options(tmp_path, consumer="live", claim_idle=0.05)).run(once=True)
     assert stats.recovered == 25
     assert sorted(archived_ids(tmp_path)) == sorted(ids)
@@ -210,15 +211,13 @@ def test_live_mode_flushes_on_interval_and_stops(client: redis.Redis, tmp_path: 
     thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not client.exists(keys.EVENTS):  # the archiver creates stream and group first
-            assert time.monotonic() < deadline, "archiver did not start"
-            time.sleep(0.02)
+        # the archiver creates stream and group first
+        until(lambda: client.exists(keys.EVENTS), what="archiver started")
         ids = add_events(client, 7)  # far below the batch size: only the interval flushes it
-        deadline = time.monotonic() + 10
-        while pending(client) or len(archived_ids(tmp_path)) < 7:
-            assert time.monotonic() < deadline, "interval flush did not happen"
-            time.sleep(0.05)
+        until(
+            lambda: not pending(client) and len(archived_ids(tmp_path)) >= 7,
+            what="interval flush",
+        )
         assert sorted(archived_ids(tmp_path)) == sorted(ids)
     finally:
         stop.set()

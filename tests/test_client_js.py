@@ -15,28 +15,20 @@ from typing import Any
 from gateway.actor import Actor
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import KeyStore
-from tests.test_client_harness import (
-    NODE_DIR,
-    RunningGateway,
-    gateway,
-    node_modules,
-    node_or_skip,
-    python_actor,
-)
-
-__all__ = ["gateway", "node_modules", "python_actor"]  # fixtures, imported for pytest
+from tests.node_support import NODE_DIR, node_or_skip
+from tests.server_support import Server
 
 LIFECYCLE = ["created", "dispatched", "started", "finished"]
 
 
 async def test_js_client_features(
-    gateway: RunningGateway, python_actor: Actor, sup: Supervisor, node_modules: Path
+    server: Server, python_actor: Actor, sup: Supervisor, node_modules: Path
 ) -> None:
     key = await KeyStore(sup.redis).create("js-test", "admin")
     proc = await asyncio.create_subprocess_exec(
         node_or_skip(),
         "js_client_features.mjs",
-        gateway.ws_url,
+        server.ws,
         key,
         cwd=NODE_DIR,
         stdout=asyncio.subprocess.PIPE,
@@ -100,12 +92,12 @@ class NodeClient:
 
 
 async def test_js_subscription_survives_a_gateway_restart(
-    gateway: RunningGateway, python_actor: Actor, sup: Supervisor, node_modules: Path
+    own_server: Server, python_actor: Actor, sup: Supervisor, node_modules: Path
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
         node_or_skip(),
         "js_client_restart.mjs",
-        gateway.ws_url,
+        own_server.ws,
         cwd=NODE_DIR,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -123,11 +115,11 @@ async def test_js_subscription_survives_a_gateway_restart(
                 x.get("event", {}).get("job_id") == "across" and x["event"]["event"] == "started"
             )
         )
-        await gateway.stop()
+        await asyncio.to_thread(own_server.stop)
         await node.until(lambda x: x.get("status") == "reconnecting")
         down = await sup.run({"script": "print('while down')", "script_type": "python"}, 30)
         assert down["status"] == "finished"
-        await gateway.start()
+        await asyncio.to_thread(own_server.restart)
 
         await node.finished(down["job_id"])
         slow = await node.until(lambda x: "bg" in x or "bgError" in x)

@@ -16,25 +16,17 @@ import json
 from pathlib import Path
 
 from gateway.actor import Actor
-from tests.test_client_harness import (
-    NODE_DIR,
-    RunningGateway,
-    gateway,
-    node_modules,
-    node_or_skip,
-    python_actor,
-)
-
-__all__ = ["gateway", "node_modules", "python_actor"]  # fixtures, imported for pytest
+from tests.node_support import NODE_DIR, node_or_skip
+from tests.server_support import Server
 
 
 async def test_served_contract_passes_the_openrpc_tools(
-    gateway: RunningGateway, python_actor: Actor, node_modules: Path
+    server: Server, python_actor: Actor, node_modules: Path
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
         node_or_skip(),
         "openrpc_check.mjs",
-        gateway.ws_url,
+        server.ws,
         cwd=NODE_DIR,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

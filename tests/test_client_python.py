@@ -21,7 +21,9 @@ import pytest
 from gateway.actor import Actor
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import KeyStore
-from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
+from tests.conftest import ROOT
+from tests.helpers import eventually, started
+from tests.server_support import Server
 
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
@@ -36,8 +38,6 @@ from hero_client import (
     Unauthenticated,
     WaitTimeout,
 )
-
-__all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
 
 LIFECYCLE = ["created", "dispatched", "started", "finished"]
 
@@ -59,7 +59,7 @@ async def events_of(
 
 
 async def test_pip_install_and_run_a_job_in_three_lines(
-    gateway: RunningGateway, python_actor: Actor, tmp_path: Path
+    server: Server, python_actor: Actor, tmp_path: Path
 ) -> None:
     """``pip install ./clients/python`` into a fresh venv, then the README's three
     lines. --no-deps: websockets, the one dependency, is reused from this environment.
@@ -96,7 +96,7 @@ async def test_pip_install_and_run_a_job_in_three_lines(
 
     three_lines = (
         "import hero_client\n"
-        f"result = hero_client.run('print(6 * 7)', url='{gateway.ws_url}')\n"
+        f"result = hero_client.run('print(6 * 7)', url='{server.ws}')\n"
         "print(result['status'], result['output'].strip(), hero_client.__file__)\n"
     )
     proc = await asyncio.create_subprocess_exec(
@@ -118,8 +118,8 @@ async def test_pip_install_and_run_a_job_in_three_lines(
 # -- calls -----------------------------------------------------------------------------------
 
 
-async def test_run_results_and_failed_jobs(gateway: RunningGateway, python_actor: Actor) -> None:
-    async with HeroClient(gateway.ws_url) as hero:
+async def test_run_results_and_failed_jobs(server: Server, python_actor: Actor) -> None:
+    async with HeroClient(server.ws) as hero:
         ok = await hero.run("print('hello')", wait=30)
         assert ok["status"] == "finished"
         assert ok["output"] == "hello\n"
@@ -137,10 +137,8 @@ async def test_run_results_and_failed_jobs(gateway: RunningGateway, python_actor
         assert (await hero.rpc_discover())["openrpc"].startswith("1.")
 
 
-async def test_create_start_output_stop_delete(
-    gateway: RunningGateway, python_actor: Actor
-) -> None:
-    async with HeroClient(gateway.ws_url) as hero:
+async def test_create_start_output_stop_delete(server: Server, python_actor: Actor) -> None:
+    async with HeroClient(server.ws) as hero:
         created = await hero.job_create(
             {"script": "import time; time.sleep(30)", "script_type": "python"}
         )
@@ -163,16 +161,16 @@ async def test_create_start_output_stop_delete(
         assert isinstance(missing.value, RpcError) and isinstance(missing.value, HeroClientError)
 
 
-async def test_invalid_params_carry_the_schema_path(gateway: RunningGateway) -> None:
-    async with HeroClient(gateway.ws_url) as hero:
+async def test_invalid_params_carry_the_schema_path(server: Server) -> None:
+    async with HeroClient(server.ws) as hero:
         with pytest.raises(InvalidParams) as bad:
             await hero.job_create({"script": "x", "script_type": "python", "priority": 7})
         assert bad.value.code == -32602
         assert "priority" in str(bad.value.data)
 
 
-async def test_per_call_timeout(gateway: RunningGateway, python_actor: Actor) -> None:
-    async with HeroClient(gateway.ws_url, timeout=30) as hero:
+async def test_per_call_timeout(server: Server, python_actor: Actor) -> None:
+    async with HeroClient(server.ws, timeout=30) as hero:
         job_id = "slow-call"
         job = {"script": "import time; time.sleep(30)", "script_type": "python", "job_id": job_id}
         with pytest.raises(CallTimeout):
@@ -183,10 +181,8 @@ async def test_per_call_timeout(gateway: RunningGateway, python_actor: Actor) ->
         assert (await hero.auth_whoami())["scope"] == "anonymous"
 
 
-async def test_deprecated_hero_names_warn_and_work(
-    gateway: RunningGateway, python_actor: Actor
-) -> None:
-    async with HeroClient(gateway.ws_url) as hero:
+async def test_deprecated_hero_names_warn_and_work(server: Server, python_actor: Actor) -> None:
+    async with HeroClient(server.ws) as hero:
         with pytest.warns(DeprecationWarning, match="use job_run"):
             result = await hero.run_job({"script": "print(1)", "script_type": "python"}, wait=30)
         assert result["status"] == "finished"
@@ -196,9 +192,9 @@ async def test_deprecated_hero_names_warn_and_work(
 
 
 async def test_subscribe_delivers_a_jobs_events_in_order(
-    gateway: RunningGateway, python_actor: Actor
+    server: Server, python_actor: Actor
 ) -> None:
-    async with HeroClient(gateway.ws_url) as hero:
+    async with HeroClient(server.ws) as hero:
         created = await hero.job_create({"script": "print('x')", "script_type": "python"})
         job_id = created["job_id"]
         async with hero.subscribe(job_ids=[job_id], since="0") as stream:
@@ -212,10 +208,10 @@ async def test_subscribe_delivers_a_jobs_events_in_order(
 
 
 async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
-    gateway: RunningGateway, python_actor: Actor
+    server: Server, python_actor: Actor
 ) -> None:
     script = "import time\nprint('a')\ntime.sleep(0.6)\nprint('b')\ntime.sleep(0.6)\n1/0"
-    async with HeroClient(gateway.ws_url) as hero:
+    async with HeroClient(server.ws) as hero:
         job_id = (await hero.job_create({"script": script, "script_type": "python"}))["job_id"]
         async with hero.subscribe(job_ids=[job_id]) as stream:
             await hero.job_start(job_id)
@@ -238,20 +234,20 @@ async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
 # -- auth ------------------------------------------------------------------------------------
 
 
-async def test_key_auth_by_header_and_by_login(gateway: RunningGateway, sup: Supervisor) -> None:
+async def test_key_auth_by_header_and_by_login(server: Server, sup: Supervisor) -> None:
     key = await KeyStore(sup.redis).create("client-test", "admin")
     for auth in ("header", "login"):
-        async with HeroClient(gateway.ws_url, key=key, auth=auth) as hero:
+        async with HeroClient(server.ws, key=key, auth=auth) as hero:
             me = await hero.auth_whoami()
             assert (me["name"], me["scope"]) == ("client-test", "admin")
     with pytest.raises(Unauthenticated) as refused:
-        async with HeroClient(gateway.ws_url, key="not-a-key", connect_timeout=5):
+        async with HeroClient(server.ws, key="not-a-key", connect_timeout=5):
             pass
     assert refused.value.code == -32004
     with pytest.raises(Unauthenticated):
-        async with HeroClient(gateway.ws_url, key="not-a-key", auth="login", connect_timeout=5):
+        async with HeroClient(server.ws, key="not-a-key", auth="login", connect_timeout=5):
             pass
-    async with HeroClient(gateway.ws_url, connect_timeout=5) as anonymous:
+    async with HeroClient(server.ws, connect_timeout=5) as anonymous:
         with pytest.raises(Unauthenticated):
             await anonymous.job_list()
 
@@ -260,11 +256,11 @@ async def test_key_auth_by_header_and_by_login(gateway: RunningGateway, sup: Sup
 
 
 async def test_subscription_survives_a_gateway_restart(
-    gateway: RunningGateway, python_actor: Actor, sup: Supervisor
+    own_server: Server, python_actor: Actor, sup: Supervisor
 ) -> None:
     """Events that happen while the gateway is down are replayed after the
     reconnect (``since`` = last id seen); none is lost, none is repeated."""
-    async with HeroClient(gateway.ws_url, backoff=(0.05, 0.5)) as hero:
+    async with HeroClient(own_server.ws, backoff=(0.05, 0.5)) as hero:
         stream = await hero.subscribe(script_type="python")
         before = await hero.run("print('before')", wait=30)
         seen = await events_of(stream, before["job_id"])
@@ -274,16 +270,17 @@ async def test_subscription_survives_a_gateway_restart(
         slow = asyncio.create_task(
             hero.run("import time; time.sleep(2.5); print('slow')", wait=30, job_id="across")
         )
-        await asyncio.sleep(0.5)
-        await gateway.stop()
+        await eventually(lambda: started(sup, "across"))
+        await asyncio.to_thread(own_server.stop)
         assert not slow.done()
         # a call made while the gateway is away waits for it instead of failing
         pending = asyncio.create_task(hero.job_status(before["job_id"], timeout=30))
         down = await sup.run({"script": "print('while down')", "script_type": "python"}, 30)
         assert down["status"] == "finished"
+        # the call must outlast the outage; no event marks "still waiting": time passes
         await asyncio.sleep(0.3)
         assert not pending.done()
-        await gateway.start()
+        await asyncio.to_thread(own_server.restart)
 
         assert (await pending)["status"] == "finished"
         assert await slow == {

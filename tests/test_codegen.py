@@ -24,7 +24,7 @@ from gateway.codegen.model import load
 from gateway.codegen.text import RUNTIME
 from gateway.codegen.text import runtime as read_runtime
 from gateway.web import client_module
-from tests.test_client_harness import NODE_DIR, node_modules, node_or_skip
+from tests.node_support import NODE_DIR, node_or_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "clients" / "python"
@@ -34,8 +34,6 @@ sys.path.insert(0, str(PY_CLIENT))
 import hero_client  # noqa: E402
 from hero_client import errors as client_errors  # noqa: E402
 from hero_client import types as client_types  # noqa: E402
-
-__all__ = ["node_modules"]  # a fixture, imported for pytest
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,6 +23,7 @@ import redis.asyncio as aioredis
 
 from gateway.supervisor import presence
 from tests.conftest import ROOT
+from tests.helpers import until
 
 DOCKERFILE = ROOT / "Dockerfile"
 EVERY = ROOT / "deploy" / "docker" / "every.sh"
@@ -147,15 +147,6 @@ def test_hadolint_finds_nothing() -> None:
 # -- hero-every ----------------------------------------------------------------------------
 
 
-def _wait_for(predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 def _json_lines(text: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
@@ -169,7 +160,7 @@ def test_every_repeats_a_failing_command_and_stops_on_sigterm(tmp_path: Path) ->
         text=True,
     )
     try:
-        _wait_for(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 3)
+        until(lambda: runs.exists() and len(runs.read_text().splitlines()) >= 3)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=5)
     finally:
@@ -191,7 +182,7 @@ def test_every_passes_sigterm_to_a_running_command(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        _wait_for(started.exists)
+        until(started.exists)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=5)
     finally:

@@ -66,7 +66,7 @@ async def test_lazy_reader_hands_every_event_once_in_order_and_each_end_at_least
     for n in range(3):
         for status in ("created", "started", "finished"):
             ids.append(await add(rds, f"j{n}", status))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # time between jobs: the reader sees them over several reads
     await eventually(lambda: _at_least(events.events, len(ids)), within=5)
     assert [str(e.id) for e in events.events] == ids
     # an end comes through ENDED, or with the batch when that was read first
@@ -79,8 +79,8 @@ async def test_lazy_reader_hands_every_event_once_in_order_and_each_end_at_least
     await eventually(lambda: _at_least(events.events, len(ids)), within=5)
     events.eager = False
     ids.append(await add(rds, "j4", "finished"))
+    ids.append(await add(rds, "j5", "finished"))  # barrier: a repeat of j4 would come first
     await eventually(lambda: _at_least(events.events, len(ids)), within=5)
-    await asyncio.sleep(0.1)
     assert [str(e.id) for e in events.events] == ids
 
 

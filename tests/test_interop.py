@@ -29,7 +29,7 @@ from gateway.model import library as functions
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import eventually, job
+from tests.helpers import blocked_in, eventually, job
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -174,7 +174,7 @@ async def test_a_burst_of_raw_pushes_is_served_once_each(rds: aioredis.Redis, ec
     queues, to three actors that pop them: none lost, each finished once."""
     for n in range(3):
         echo(group="g", instance="i" if n == 0 else f"other{n}", concurrency=4)
-    await asyncio.sleep(0.3)  # idle
+    await asyncio.sleep(0.3)  # idle: the actors wait for work, the path under test
     ids = [f"burst-{n}" for n in range(300)]
     async with rds.pipeline(transaction=False) as pipe:
         for n, job_id in enumerate(ids):
@@ -215,7 +215,7 @@ async def test_without_client_tracking_an_actor_looks_at_its_queues(
     )  # fmt: skip
     try:
         echo(replace(quick, redis_url=redis_url.replace("redis://", "redis://limited:pw@")))
-        await asyncio.sleep(0.3)  # idle
+        await asyncio.sleep(0.3)  # idle: it looks at its queues, the path under test
         await push(rds, TYPE_Q, "polled", {"script": "p"})
         final = await ended(rds, "polled", within=2)
         assert (final["status"], final["output"]) == ("finished", "ran p")
@@ -345,13 +345,6 @@ async def terminal_events(rds: aioredis.Redis, job_id: str) -> list[dict[str, st
     return [e for e in await events_of(rds, job_id) if e["event"] in ends]
 
 
-async def blocked_in_blpop(rds: aioredis.Redis) -> None:
-    async def blocked() -> bool:
-        return any(c["cmd"] == "blpop" for c in await rds.client_list())
-
-    await eventually(blocked)
-
-
 async def assert_ended_once(rds: aioredis.Redis, job_id: str, output: str) -> None:
     """One terminal event, finished_at, and the retention our own ends get."""
     assert [(e["status"], e["output"]) for e in await terminal_events(rds, job_id)] == [
@@ -399,7 +392,7 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
     try:
         await eventually(lambda: _present(sup))
         legacy = asyncio.create_task(outside())
-        await blocked_in_blpop(rds)
+        await eventually(lambda: blocked_in(rds, "blpop"))
         waiter = asyncio.create_task(sup.run(job("twice", job_id="t1"), wait=10))
         if outside_first:
             await legacy
@@ -417,7 +410,9 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
             return held == 0
 
         await eventually(ours_done)
-        await asyncio.sleep(0.2)  # ours reported its late result: nothing may follow
+        # ours reported its late result: nothing may follow, and no later event of
+        # ours is sure to come after a repeat (the hash watcher could write one): time
+        await asyncio.sleep(0.2)
         await assert_ended_once(rds, "t1", first)
         assert await rds.hget("hero:job:t1", "output") == "legacy"  # the last write, no CAS
     finally:

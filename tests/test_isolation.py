@@ -23,13 +23,10 @@ from gateway import contract
 from gateway.cli import main
 from gateway.errors import InvalidParams
 from gateway.supervisor.auth import KeyStore
-from tests import server_support as support
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
 
-shared_server = support.shared_server
-server = support.server
 keyring = auth.keyring
 as_ = auth.as_
 

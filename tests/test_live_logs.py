@@ -16,14 +16,8 @@ import pytest
 
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
-from tests import server_support as support
 from tests.helpers import eventually, job
 from tests.server_support import Rpc, Server, assert_event_shape, wait_status
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -162,11 +156,11 @@ async def test_sdk_progress_reaches_subscribers_coalesced(
     @actor.handler("osis")
     async def run(ctx: JobContext) -> str:
         ctx.progress(0.25, "a quarter")
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(0.6)  # the job's work: reports go out per tick, over time
         for i in range(1, 100):  # a busy handler: only the latest of a tick goes out
             ctx.progress(0.5 + i / 400, f"step {i}")
         ctx.log("halfway")
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(0.6)  # the job's work, a tick later
         with pytest.raises(ValueError):
             ctx.progress(1.5, "too far")
         ctx.progress(1.0, "done")

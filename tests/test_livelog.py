@@ -16,9 +16,8 @@ from gateway.metrics import Metrics
 from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job
+from tests.helpers import eventually, job, samples
 from tests.server_support import assert_event_shape
-from tests.test_metrics import samples
 
 Reported = list[tuple[str, tuple[float, str] | None, str]]
 
@@ -70,7 +69,7 @@ async def test_a_job_that_ends_before_the_first_look_sends_only_its_tail(
 async def test_nothing_logged_nothing_reported(tmp_path: Path) -> None:
     live, reported = follow(tmp_path / "silent.log")
     live.start()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # four looks at an empty file: time passing is the case
     await live.close(tail="")
     assert reported == []
 
@@ -79,7 +78,9 @@ async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
     path = tmp_path / "j.log"
     live, reported = follow(path, batch_max=100, job_max=200)
     live.start()
-    await asyncio.sleep(0.1)  # past the first look
+    live.progress(0.1, "first look")  # barrier: reported by the first look
+    await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
+    assert reported.pop() == ("", (0.1, "first look"), "")
     write(path, b"".join(b"line %03d\n" % i for i in range(50)))  # 450 bytes at once
     await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
     first = reported[0][0]
@@ -89,9 +90,10 @@ async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
     await eventually(lambda: asyncio.sleep(0, len(reported) == 2), within=5)
     assert reported[1][0].endswith("[live log ends here: job.logs has the tail once the job ends]")
     write(path, b"more\n")
-    await asyncio.sleep(0.2)
+    live.progress(0.9, "later")  # barrier: the look that reports it has seen "more"
+    await eventually(lambda: asyncio.sleep(0, len(reported) == 3), within=5)
     await live.close(tail="")
-    assert len(reported) == 2  # the job's budget is spent
+    assert reported[2:] == [("", (0.9, "later"), "")]  # the job's budget is spent
 
 
 def test_progress_must_be_a_fraction(tmp_path: Path) -> None:

@@ -28,9 +28,7 @@ from tests.server_support import Rpc, Server, http_get
 
 
 async def connect(config: Config) -> Supervisor:
-    sup = await Supervisor.connect(config)
-    sup.maintenance._interval = 0.2
-    return sup
+    return await Supervisor.connect(replace(config, maintenance_interval=0.2))
 
 
 @pytest.fixture
@@ -166,7 +164,7 @@ async def test_an_outage_never_ends_a_live_actors_jobs(
 
         await eventually(fleet_up, within=30)
         workers = [asyncio.create_task(load(w)) for w in range(8)]
-        await asyncio.sleep(1)
+        await asyncio.sleep(1)  # a second of load before the outage: time is the case
         await outage(own_redis, 3 * ttl)  # type: ignore[operator]
         await asyncio.sleep(2 * ttl)  # long enough for a reaper to act, if it would
         stop.set()

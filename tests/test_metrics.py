@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
-from tests.helpers import job
-
-
-def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text.decode())
-        for s in family.samples
-    }
+from tests.helpers import eventually, job, samples
 
 
 async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, actors: Any) -> None:
@@ -31,7 +20,12 @@ async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, a
     metrics.observe_call("job.get", 0.001, -32001)
     actors()
     await sup.run(job("print(1)"), wait=20)
-    await asyncio.sleep(0.1)  # the events reader hands the batch over
+    finished = ("hero_job_transitions_total", (("script_type", "python"), ("status", "finished")))
+
+    async def counted() -> bool:  # the events reader has handed the batch over
+        return samples(await metrics.render()).get(finished) == 1
+
+    await eventually(counted)
     found = samples(await metrics.render())
     labels = (("group", "g"), ("instance", ""), ("priority", "1"),
               ("queue", "hero:q:work:type:osis:group:g"), ("script_type", "osis"))  # fmt: skip

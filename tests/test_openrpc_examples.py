@@ -22,10 +22,10 @@ import pytest
 
 from gateway import contract
 from gateway.actor import Actor
+from gateway.config import Config
 from tests.conftest import ROOT
-from tests.test_client_harness import RunningGateway, gateway, node_or_skip, python_actor
-
-__all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
+from tests.node_support import node_or_skip
+from tests.server_support import Server
 
 COVERAGE_DIR = ROOT / "tests" / "node_coverage"
 #: Methods whose example results cannot be matched exactly: timestamps (job.get,
@@ -62,12 +62,12 @@ def coverage_modules() -> Path:
 
 @pytest.mark.timeout(180)
 async def test_every_example_passes_the_openrpc_test_runner(
-    gateway: RunningGateway, python_actor: Actor, coverage_modules: Path
+    server: Server, python_actor: Actor, coverage_modules: Path
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
         node_or_skip(),
         str(COVERAGE_DIR / "examples_check.cjs"),
-        gateway.ws_url,
+        server.ws,
         env={**os.environ, "NODE_PATH": str(coverage_modules)},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -85,7 +85,7 @@ async def test_every_example_passes_the_openrpc_test_runner(
     assert failed == [], json.dumps(failed, indent=1)
     inexact = {c["method"] for c in report["calls"] if not c["exact"]}
     assert inexact <= SCHEMA_ONLY, inexact - SCHEMA_ONLY
-    assert report["script_type_enum"] == list(gateway.config.script_types)
+    assert report["script_type_enum"] == list(Config().script_types)  # the shared server's defaults
 
 
 def test_the_served_contract_enumerates_the_configured_script_types() -> None:

@@ -21,12 +21,9 @@ from rich.console import Console
 
 from gateway.pipeline import charts, report, synth
 from gateway.pipeline.summary import render, tables
-from tests.test_client_harness import RunningGateway, gateway
-from tests.test_metrics import samples
+from tests.helpers import samples
+from tests.server_support import Server, fetch
 from tests.test_pipeline_e2e import cli
-from tests.test_web import fetch
-
-__all__ = ["gateway"]  # fixture, imported for pytest
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -108,14 +105,14 @@ def test_charts_plot_what_report_json_says(ran: tuple[dict[str, Any], Path]) -> 
 
 
 async def test_metrics_export_the_published_advice(
-    ran: tuple[dict[str, Any], Path], redis_url: str, gateway: RunningGateway
+    ran: tuple[dict[str, Any], Path], redis_url: str, server: Server
 ) -> None:
     """What ``pipeline run --redis-url`` publishes, a gateway's /metrics exports."""
     built, _ = ran
-    status, _, body = await fetch(gateway.http_url + "/metrics")
+    status, _, body = await fetch(server.http + "/metrics")
     assert status == 200 and b"hero_recommended_actors{" not in body  # no report yet
     await asyncio.to_thread(report.publish, built, redis_url)
-    status, _, body = await fetch(gateway.http_url + "/metrics")
+    status, _, body = await fetch(server.http + "/metrics")
     assert status == 200
     found = samples(body)
     for entry in built["script_types"]:

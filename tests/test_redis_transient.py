@@ -104,7 +104,9 @@ async def test_loading_is_answered_minus_32007_and_waits_survive(
             waiting = asyncio.create_task(
                 rpc.request("job.output", {"job_id": "queued", "wait": 120}, within=150)
             )
-            await asyncio.sleep(0.3)  # the wait is being swept (no actor of ours)
+            # the wait is being swept (no actor of ours); nothing public shows a
+            # registered wait, so it gets time to register
+            await asyncio.sleep(0.3)
             await asyncio.to_thread(restart_loading, redis_server, data_dir)
             await assert_unavailable(rpc, gateway, bearer)
             assert await asyncio.to_thread(loading, redis_server.port), "loaded too soon"

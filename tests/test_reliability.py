@@ -10,7 +10,6 @@ import signal
 import subprocess
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -22,32 +21,15 @@ from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, spawn_actor
-
-
-@pytest.fixture
-def fast(config: Config) -> Config:
-    return fast_settings(config)
-
-
-def fast_settings(config: Config) -> Config:
-    """Retries, timeouts and presence in fractions of a second. The storms kill
-    actors at random, so one job may see several die: a generous death budget
-    (the poison rule has its own tests, in test_liveness.py)."""
-    return replace(config, retry_base=0.05, retry_max=0.2, timeout_grace=0.2, presence_ttl=1,
-                   max_actor_deaths=10)  # fmt: skip
-
-
-@pytest.fixture
-async def fsup(fast: Config) -> AsyncIterator[Supervisor]:
-    sup = await Supervisor.connect(fast)
-    sup.maintenance._interval = 0.2
-    yield sup
-    await sup.close()
-
-
-async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
-    return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
+from tests.helpers import (
+    events_of,
+    eventually,
+    job,
+    marked_gone,
+    marked_running,
+    sleeper,
+    spawn_actor,
+)
 
 
 def flaky_actor(config: Config, failures: int) -> Actor:
@@ -304,7 +286,6 @@ async def test_ended_jobs_expire_and_leave_the_indexes(
 ) -> None:
     brief = replace(fast, job_ttl=1)  # actors and gateways share HERO_JOB_TTL
     sup = await Supervisor.connect(brief)
-    sup.maintenance._interval = 0.2
     try:
         actors(python_actor(brief))
         await sup.run(job(job_id="brief", caller_id="c"), wait=20)

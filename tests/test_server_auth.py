@@ -21,7 +21,6 @@ from gateway.embedded_redis import free_port
 from gateway.server import is_loopback, preflight, redact
 from gateway.supervisor.auth import KeyStore, digest
 from gateway.supervisor.wire import Wire
-from tests import server_support as support
 from tests.conftest import ROOT
 from tests.helpers import job
 from tests.server_support import (
@@ -33,10 +32,6 @@ from tests.server_support import (
     req,
     server_env,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
 
 
 @pytest.fixture(params=["pool", "wire"])

@@ -26,12 +26,7 @@ from websockets.sync.client import connect as ws_connect
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
 from gateway.supervisor import keys
 from tests import raw_ws
-from tests import server_support as support
 from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
-
-server = support.server
-shared_server = support.shared_server
-rpc = support.rpc
 
 MAX_UNSENT = 256 * 1024
 GRACE = 2.0
@@ -147,7 +142,7 @@ def test_a_client_that_reads_slowly_gets_every_answer(bounded_server: Server) ->
     sock.sendall(
         b"".join(raw_ws.frame(json.dumps(req("rpc.discover", id=i)).encode()) for i in range(n))
     )
-    time.sleep(GRACE / 4)
+    time.sleep(GRACE / 4)  # a slow reader: time passing (within the grace) is the case
     sock.sendall(raw_ws.frame(b"", raw_ws.CLOSE))
     got = raw_ws.read_until_close(sock)
     sock.close()

@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-from tests import server_support as support
 from tests.helpers import job
 from tests.server_support import (
     MAX_INFLIGHT,
@@ -17,10 +16,6 @@ from tests.server_support import (
     post,
     req,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
 
 
 def test_health_reports_redis(server: Server) -> None:

@@ -114,7 +114,7 @@ async def test_logging_in_within_the_deadline_keeps_the_socket(
 ) -> None:
     async with Rpc.connect(keyed_server.ws) as client:
         assert (await client.call("auth.login", {"key": admin_key}))["scope"] == "admin"
-        await asyncio.sleep(DEADLINE + 1)
+        await asyncio.sleep(DEADLINE + 1)  # past the login deadline: time is the case
         assert (await client.call("auth.whoami"))["scope"] == "admin"
 
 
@@ -164,7 +164,7 @@ def test_keep_alive_connections_serve_requests_after_the_header_timeout(
                 if name.lower() == b"content-length":
                     length = int(value)
             assert json.loads(stream.read(length))["status"] == "ok"
-            time.sleep(DEADLINE - 1.5)
+            time.sleep(DEADLINE - 1.5)  # idle, within the deadline: time is the case
 
 
 async def test_past_the_connection_cap_an_upgrade_gets_503(redis_url: str, tmp_path: Path) -> None:

@@ -20,10 +20,11 @@ import pytest
 
 from gateway.embedded_redis import free_port
 from tests.conftest import ROOT
-from tests.helpers import job
+from tests.helpers import eventually, job
 from tests.server_support import (
     Rpc,
     RpcError,
+    Server,
     http_get,
     post,
     private_redis,
@@ -31,6 +32,20 @@ from tests.server_support import (
     running_server,
     server_env,
 )
+
+
+async def test_a_stopped_server_restarts_on_the_same_port(own_server: Server) -> None:
+    """What the reconnect tests rely on: a stop closes the sockets, a restart serves again."""
+    async with Rpc.connect(own_server.ws) as client:
+        assert (await client.call("auth.whoami"))["scope"] == "anonymous"
+        await asyncio.to_thread(own_server.stop)
+        assert (await client.closed())[0] == 1012
+    with pytest.raises(OSError):
+        async with Rpc.connect(own_server.ws, open_timeout=2):
+            pass
+    await asyncio.to_thread(own_server.restart)
+    async with Rpc.connect(own_server.ws) as client:
+        assert (await client.call("auth.whoami"))["scope"] == "anonymous"
 
 
 async def test_redis_going_away_is_minus_32007_quickly(tmp_path: Path) -> None:
@@ -135,11 +150,16 @@ async def test_sigterm_answers_in_flight_calls_then_closes_1012(
             while (await busy.event())["event"]["event"] != "started":
                 pass
             server.proc.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.4)  # draining now: a new call is refused, not dropped
-            with pytest.raises(RpcError) as refused:
+
+            async def refused() -> bool:  # draining: a new call is refused, not dropped
+                answer = await busy.request("auth.whoami")
+                return "error" in answer and answer["error"]["code"] == -32006
+
+            await eventually(refused, within=5)
+            with pytest.raises(RpcError) as refusal:
                 await busy.call("auth.whoami")
-            assert refused.value.code == -32006
-            assert refused.value.message == "Server is shutting down"
+            assert refusal.value.code == -32006
+            assert refusal.value.message == "Server is shutting down"
             result = await running
             assert (result["status"], result["output"]) == ("finished", "done\n")
             for client in (busy, idle):

@@ -22,7 +22,6 @@ from gateway.rpc.app import Gateway, Limits, Services
 from gateway.rpc.subscriptions import MAX_SUBSCRIPTIONS
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
-from tests import server_support as support
 from tests.helpers import eventually, job
 from tests.server_support import (
     Rpc,
@@ -30,11 +29,6 @@ from tests.server_support import (
     Server,
     assert_event_shape,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 
 async def events_until(rpc: Rpc, job_id: str, last: str, within: float = 20) -> list[Any]:
@@ -91,17 +85,22 @@ async def test_filters_by_script_type(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(script_type="osis", job_id="os")})
     event = (await rpc.event())["event"]
     assert (event["job_id"], event["script_type"]) == ("os", "osis")
-    await asyncio.sleep(0.2)
+    await rpc.call("job.create", {"job": job(script_type="osis", job_id="os-2")})  # barrier
+    assert (await rpc.event())["event"]["job_id"] == "os-2"  # nothing leaked before it
     assert rpc.notifications.empty()
 
 
 async def test_unsubscribe_stops_the_events(rpc: Rpc) -> None:
     sub = (await rpc.call("job.subscribe", {}))["subscription"]
+    barrier = (await rpc.call("job.subscribe", {"script_type": "osis"}))["subscription"]
     await rpc.call("job.create", {"job": job(job_id="a")})
     assert (await rpc.event())["event"]["job_id"] == "a"
     assert await rpc.call("job.unsubscribe", {"subscription": sub}) == {"unsubscribed": True}
     await rpc.call("job.create", {"job": job(job_id="b")})
-    await asyncio.sleep(0.3)
+    # barrier: the events reader hands "b" to the feeds before "c", each to its pump
+    await rpc.call("job.create", {"job": job(script_type="osis", job_id="c")})
+    params = await rpc.event()
+    assert (params["subscription"], params["event"]["job_id"]) == (barrier, "c")
     assert rpc.notifications.empty()
     assert await rpc.call("job.unsubscribe", {"subscription": sub}) == {"unsubscribed": False}
 
@@ -135,13 +134,14 @@ async def test_reconnect_with_since_misses_nothing_and_repeats_nothing(
             await asyncio.gather(*racing)
             for i in range(15, 17):
                 await writer.call("job.create", {"job": job(job_id=f"r{i}")})
+            # barrier: r17, created last, comes after any repeat of an earlier one
+            await writer.call("job.create", {"job": job(job_id="r17")})
             stream = [entry_id for entry_id, _ in await rds.xrange(keys.EVENTS)]
             while len(got) < len(stream):
                 got.append((await second.event())["event"]["id"])
-            await asyncio.sleep(0.2)
             assert second.notifications.empty()
     assert got == stream
-    assert len(set(got)) == len(got) == 17
+    assert len(set(got)) == len(got) == 18
 
 
 async def test_user_keys_see_only_their_own_events(server: Server, redis_url: str) -> None:
@@ -166,7 +166,8 @@ async def test_user_keys_see_only_their_own_events(server: Server, redis_url: st
         assert (await conns["alice"].event())["event"]["job_id"] == "alices"
         admin_saw = {(await conns["ops"].event())["event"]["job_id"] for _ in range(2)}
         assert admin_saw == {"bobs", "alices"}
-        await asyncio.sleep(0.2)
+        await conns["alice"].call("job.create", {"job": job(job_id="alices-2")})  # barrier
+        assert (await conns["alice"].event())["event"]["job_id"] == "alices-2"
         assert conns["alice"].notifications.empty()
         with pytest.raises(RpcError) as caught:
             await conns["alice"].call("job.subscribe", {"job_ids": ["bobs"]})
@@ -208,7 +209,7 @@ async def test_a_subscriber_that_does_not_read_is_cut_off_with_1013(
             for _ in range(3000):
                 pipe.xadd(keys.EVENTS, fields)
             await pipe.execute()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # a client that does not read for a while: time is the case
         received = 0
         with pytest.raises(websockets.ConnectionClosed) as closed:
             while True:

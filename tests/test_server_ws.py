@@ -18,8 +18,7 @@ from gateway.actor import python_actor
 from gateway.config import Config
 from gateway.rpc.methods import HERO_ALIASES
 from gateway.supervisor import keys
-from tests import server_support as support
-from tests.helpers import job
+from tests.helpers import eventually, job
 from tests.server_support import (
     MAX_INFLIGHT,
     MAX_MESSAGE_BYTES,
@@ -30,11 +29,6 @@ from tests.server_support import (
     req,
     wait_status,
 )
-
-# fixtures (see tests/server_support.py)
-shared_server = support.shared_server
-server = support.server
-rpc = support.rpc
 
 # -- framing --------------------------------------------------------------------------
 
@@ -87,8 +81,7 @@ async def test_binary_messages_are_utf8_json(rpc: Rpc) -> None:
 
 async def test_bad_frames_never_cost_an_in_flight_answer(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
-    slow = asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.0}))
-    await asyncio.sleep(0.1)
+    slow = await rpc.sent("job.output", {"job_id": "idle", "wait": 1.0})
     assert (await rpc.raw("{"))["error"]["code"] == -32700
     assert (await rpc.raw(b"\xff\xfe"))["error"]["code"] == -32700
     assert (await rpc.raw("42"))["error"]["code"] == -32600
@@ -102,8 +95,7 @@ async def test_bad_frames_never_cost_an_in_flight_answer(rpc: Rpc) -> None:
 async def test_a_slow_call_does_not_block_a_fast_one(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
     started = time.monotonic()
-    slow = asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.5}))
-    await asyncio.sleep(0.05)
+    slow = await rpc.sent("job.output", {"job_id": "idle", "wait": 1.5})
     assert (await rpc.call("auth.whoami"))["scope"] == "anonymous"
     assert time.monotonic() - started < 1.0
     assert (await slow)["error"]["code"] == -32003
@@ -154,10 +146,8 @@ async def test_batch_of_notifications_gets_no_answer(rpc: Rpc) -> None:
 async def test_in_flight_cap_answers_the_excess_minus_32006(rpc: Rpc) -> None:
     await rpc.call("job.create", {"job": job(job_id="idle")})
     slow = [
-        asyncio.create_task(rpc.request("job.output", {"job_id": "idle", "wait": 1.0}))
-        for _ in range(MAX_INFLIGHT)
+        await rpc.sent("job.output", {"job_id": "idle", "wait": 1.0}) for _ in range(MAX_INFLIGHT)
     ]
-    await asyncio.sleep(0.2)
     started = time.monotonic()
     with pytest.raises(RpcError) as caught:
         await rpc.call("auth.whoami")
@@ -306,10 +296,12 @@ async def test_queue_actor_stats_and_discovery_methods(
     queues = (await rpc.call("queue.stats", {"script_type": "osis"}))["queues"]
     assert [q["depth"] for q in queues] == [1]
     assert (await rpc.call("queue.stats"))["queues"]
-    deadline = time.monotonic() + 10
-    while not (found := (await rpc.call("actor.list", {"script_type": "python"}))["actors"]):
-        assert time.monotonic() < deadline, "the python actor never showed up"
-        await asyncio.sleep(0.05)
+
+    async def listed() -> bool:
+        return bool((await rpc.call("actor.list", {"script_type": "python"}))["actors"])
+
+    await eventually(listed)
+    found = (await rpc.call("actor.list", {"script_type": "python"}))["actors"]
     assert found[0]["script_type"] == "python"
     assert await rpc.call("stats.report") is None
     report = {"generated_at": "2025-01-01T00:00:00Z", "queues": []}

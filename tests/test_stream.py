@@ -19,17 +19,16 @@ from gateway.config import Config
 from gateway.errors import InvalidJob
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job
-from tests.test_reliability import events_of, fast_settings, fsup, sigkill_storm
-
-__all__ = ["fsup"]  # a fixture from test_reliability
+from tests.conftest import fast_settings
+from tests.helpers import events_of, eventually, job
+from tests.test_reliability import sigkill_storm
 
 STREAM = keys.work_stream("osis")
 
 
 @pytest.fixture
 def fast(config: Config) -> Config:
-    """test_reliability's fast settings (its ``fsup`` uses them), in stream mode."""
+    """The fast settings (conftest's ``fsup`` uses them), in stream mode."""
     return replace(fast_settings(config), stream_types=("osis",), stream_claim_idle=0.3)
 
 
@@ -92,7 +91,7 @@ async def test_queue_stats_give_lag_and_pending_of_a_stream(
 ) -> None:
     for n in range(3):
         await fsup.start((await fsup.create(osis(job_id=f"q{n}")))["job_id"])
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # the oldest entry's age is under test: let it age
     [row] = await fsup.queue_stats("osis")
     assert (row["queue"], row["mode"]) == (STREAM, "stream")
     assert (row["lag"], row["pending"], row["depth"], row["consumers"]) == (3, 0, 3, 0)
@@ -144,10 +143,10 @@ async def test_redelivery_past_the_last_attempt_goes_to_the_dead_letter_stream(
     first = ActorLink(fast, "osis", "g", "one", index=1)
     second = ActorLink(fast, "osis", "g", "two", index=2)
     assert [c.job_id for c in await first.cycle([], 1)] == ["p1"]
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # past stream_claim_idle (0.3): only then is it claimable
     second._reclaim = True
     assert [c.attempt for c in await second.cycle([], 1)] == [2]
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # idle again, past stream_claim_idle
     first._reclaim = True
     assert await first.cycle([], 1) == []  # attempts used up: dead-lettered instead
     result = await fsup.output("p1")
@@ -219,13 +218,13 @@ async def test_the_leader_forgets_consumers_of_killed_actors(
     assert [c.job_id for c in await dead.cycle([], 1)] == ["c1"]
     await rds.xreadgroup(keys.STREAM_GROUP, "host:1:0", {STREAM: ">"})  # read nothing, gone
     fsup.maintenance.stale_consumer_after = 0.2
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # idle past stale_consumer_after: time is the rule under test
     await fsup.maintenance.tick()  # or the background loop did it already
     names = [c["name"] for c in await rds.xinfo_consumers(STREAM, keys.STREAM_GROUP)]
     assert names == [dead.consumer]  # it still holds a delivery: kept for a reclaim
     actors(echo_actor(fast))
     await fsup.output("c1", wait=10)  # reclaimed and run
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # idle past stale_consumer_after again, now holding nothing
     await fsup.maintenance.tick()  # or the background loop did it already
     remaining = [c["name"] for c in await rds.xinfo_consumers(STREAM, keys.STREAM_GROUP)]
     assert dead.consumer not in remaining

@@ -22,7 +22,7 @@ from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
-from tests.helpers import job
+from tests.helpers import eventually, job
 
 
 async def foreign_actor(url: str, script_type: str, *, reply: bool, hash_status: bool) -> None:
@@ -107,7 +107,7 @@ async def test_wait_timeout_names_the_job_and_leaves_it_running(sup: Supervisor)
 async def test_many_waiters_on_one_job_all_get_the_result(sup: Supervisor, actors: Any) -> None:
     await sup.create(job("print(7)", job_id="shared"))
     waiters = [asyncio.create_task(sup.output("shared", wait=20)) for _ in range(50)]
-    await asyncio.sleep(0.05)
+    await eventually(lambda: asyncio.sleep(0, sup.waits.waiting == 1))  # their one wait is set
     actors()
     await sup.start("shared")
     results = await asyncio.gather(*waiters)
@@ -211,7 +211,11 @@ async def test_an_event_output_is_not_trusted_for_a_job_the_waiter_did_not_creat
     async with _hub(redis_url) as hub:
         fut = hub.register("ev-2")
         hub.on_events([_terminal("ev-2", status="dlq", output="old", error="gave up")])
-        await asyncio.sleep(0.2)
+        # barrier: a later end, resolved from its hash, proves ev-2's hash was read too
+        await rds.hset(keys.job("ev-3"), mapping={"status": "finished", "output": "3"})
+        later = hub.register("ev-3")
+        hub.on_events([_terminal("ev-3")])
+        assert (await hub.wait("ev-3", later, 5))["output"] == "3"
         assert not fut.done()
         await rds.hset(keys.job("ev-2"), mapping={"status": "finished", "output": "new"})
         hub.on_events([_terminal("ev-2")])  # an event without the output: the hash is read

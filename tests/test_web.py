@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import re
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,9 @@ from gateway.pipeline.charts import plotly_js
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
 from gateway.web import CLIENT_URL, FILES, PLOTLY_URL
+from tests.conftest import ROOT
 from tests.helpers import eventually, job
-from tests.test_client_harness import ROOT, RunningGateway, gateway, python_actor
-
-__all__ = ["gateway", "python_actor"]  # fixtures, imported for pytest
+from tests.server_support import Server, fetch
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,47 +49,29 @@ CHROMIUM_ARGS = [
 ARTIFACTS = ROOT / "test-artifacts"
 
 
-async def fetch(
-    url: str, headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers (names in lower case) and body of a GET."""
-
-    def get() -> tuple[int, dict[str, str], bytes]:
-        request = urllib.request.Request(url, headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                answer = response.status, response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            answer = exc.code, exc.headers, exc.read()
-        status, found, body = answer
-        return status, {name.lower(): value for name, value in found.items()}, body
-
-    return await asyncio.to_thread(get)
-
-
 # -- what is served ------------------------------------------------------------------------
 
 
-async def test_page_files_are_served(gateway: RunningGateway) -> None:
-    status, headers, body = await fetch(gateway.http_url + "/")
+async def test_page_files_are_served(server: Server) -> None:
+    status, headers, body = await fetch(server.http + "/")
     assert status == 200
     assert headers["content-type"].startswith("text/html")
     assert b'src="/web/app.js"' in body
     for url, (name, media_type) in FILES.items():
-        status, headers, body = await fetch(gateway.http_url + url)
+        status, headers, body = await fetch(server.http + url)
         assert status == 200, url
         assert headers["content-type"] == media_type
         assert headers["cache-control"] == "no-cache"
         assert body == (ROOT / "gateway" / "web" / name).read_bytes()
 
 
-async def test_the_chart_library_is_served_from_the_package(gateway: RunningGateway) -> None:
+async def test_the_chart_library_is_served_from_the_package(server: Server) -> None:
     """plotly.min.js from the plotly package: gzipped, revalidated by ETag, no CDN."""
     page = (ROOT / "gateway" / "web" / "index.html").read_text()
     assert f'<script src="{PLOTLY_URL}"></script>' in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
 
-    url = gateway.http_url + PLOTLY_URL
+    url = server.http + PLOTLY_URL
     status, headers, body = await fetch(url, {"Accept-Encoding": "gzip"})
     assert status == 200 and headers["content-encoding"] == "gzip"
     assert gzip.decompress(body) == plotly_js().read_bytes()
@@ -103,17 +83,17 @@ async def test_the_chart_library_is_served_from_the_package(gateway: RunningGate
     assert body == plotly_js().read_bytes()
 
 
-async def test_page_serves_the_generated_client_and_nothing_else(gateway: RunningGateway) -> None:
+async def test_page_serves_the_generated_client_and_nothing_else(server: Server) -> None:
     """The page's client is the committed one, rendered by the gateway from its contract
     (no copy of it ships in gateway/web)."""
-    status, headers, served = await fetch(gateway.http_url + CLIENT_URL)
+    status, headers, served = await fetch(server.http + CLIENT_URL)
     assert status == 200
     assert headers["content-type"] == "text/javascript; charset=utf-8"
     assert headers["cache-control"] == "no-cache"
     assert served == (ROOT / "clients" / "js" / "hero-client.js").read_bytes()
     assert not (ROOT / "gateway" / "web" / js_client.MODULE).exists()
     for private in ("/web/__init__.py", "/web/", "/client/", "/__init__.py"):
-        status, _, _ = await fetch(gateway.http_url + private)
+        status, _, _ = await fetch(server.http + private)
         assert status in (404, 405), private
 
 
@@ -147,9 +127,9 @@ async def open_page(browser: Any, url: str) -> tuple[Any, list[str]]:
 
 
 async def test_browser_runs_a_job_and_stops_a_long_one(
-    gateway: RunningGateway, python_actor: Actor, browser: Any
+    server: Server, python_actor: Actor, browser: Any
 ) -> None:
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
 
     # live actors and queue depths are drawn from actor.list and queue.stats
@@ -199,10 +179,10 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
 
 
 async def test_browser_asks_for_a_key_and_uses_it(
-    gateway: RunningGateway, sup: Supervisor, browser: Any
+    server: Server, sup: Supervisor, browser: Any
 ) -> None:
     key = await KeyStore(sup.redis).create("browser", "admin")
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_function(
         "document.getElementById('notice').textContent.includes('needs an API key')",
         timeout=10_000,
@@ -266,7 +246,7 @@ async def latest(page: Any) -> dict[str, Any]:
 
 
 async def test_console_detail_filters_and_live_chart(
-    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any
+    server: Server, sup: Supervisor, python_actor: Actor, browser: Any
 ) -> None:
     ok = await sup.run(job("print('fine')"), wait=30)
     failed = await sup.run(
@@ -281,7 +261,7 @@ async def test_console_detail_filters_and_live_chart(
     assert (ok["status"], failed["status"], alices["status"]) == ("finished", "error", "finished")
     everyone = {ok["job_id"], failed["job_id"], alices["job_id"]}
 
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
     await wait_rows(page, everyone)
     # the Events panel is filled from the stream on load, not empty
@@ -382,12 +362,12 @@ async def open_detail(page: Any, job_id: str) -> None:
 
 
 async def test_detail_view_shows_a_running_jobs_log_live(
-    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any
+    server: Server, sup: Supervisor, python_actor: Actor, browser: Any
 ) -> None:
     """Opened while the job runs, after it printed: job.logs gives the lines so
     far, the subscription's replay repeats them (shown once), and the lines
     printed afterwards arrive as ``log`` events while the job is ``started``."""
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
     job_id = (await sup.create(job(TICKER)))["job_id"]
     await sup.start(job_id)
@@ -429,7 +409,7 @@ async def test_detail_view_shows_a_running_jobs_log_live(
 
 
 async def test_detail_view_progress_bar_moves_while_an_sdk_job_runs(
-    gateway: RunningGateway, sup: Supervisor, actors: Any, config: Config, browser: Any
+    server: Server, sup: Supervisor, actors: Any, config: Config, browser: Any
 ) -> None:
     """An SDK handler reports progress, then waits for the test to let it go on,
     so each step is seen in the page while the job runs."""
@@ -444,7 +424,7 @@ async def test_detail_view_progress_bar_moves_while_an_sdk_job_runs(
         return "all steps done"
 
     actors(actor)
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
     job_id = (await sup.create(job("x", script_type="osis")))["job_id"]
     await sup.start(job_id)
@@ -475,7 +455,7 @@ async def test_detail_view_progress_bar_moves_while_an_sdk_job_runs(
 
 
 async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
-    gateway: RunningGateway, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
+    server: Server, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
 ) -> None:
     store = KeyStore(sup.redis)
     admin_key = await store.create("ops", "admin")
@@ -486,7 +466,7 @@ async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
 
     # an admin: the DLQ lists the job; Replay dispatches it again
-    page, errors = await open_page(browser, gateway.http_url + "/")
+    page, errors = await open_page(browser, server.http + "/")
     await page.evaluate("key => sessionStorage.setItem('hero-gateway-key', key)", admin_key)
     await page.reload()
     await page.wait_for_function(

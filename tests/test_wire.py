@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.supervisor.wire import Subscriber, Wire
+from tests.helpers import blocked_in, eventually
 
 
 @pytest.fixture
@@ -86,16 +87,18 @@ async def test_a_lost_connection_fails_the_calls_in_flight_and_the_next_call_rec
     wire: Wire, rds: aioredis.Redis
 ) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: blocked_in(rds, "blpop"))
     await rds.client_kill_filter(_id=await wire_client_id(rds, "test-wire"))
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 5)
     assert await wire.execute_command("PING") == "PONG"
 
 
-async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(wire: Wire) -> None:
+async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(
+    wire: Wire, rds: aioredis.Redis
+) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: blocked_in(rds, "blpop"))
     await asyncio.wait_for(wire.aclose(), 2)
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 2)
@@ -140,11 +143,9 @@ async def test_subscriber_hears_from_the_confirmation_on_and_knows_when_it_is_lo
         assert await rds.publish("wi-a", "one") == 1  # confirmed: Redis delivers from here
         await rds.publish("wi-b", "two")
         await rds.publish("wi-c", "not ours")
-        for _ in range(100):
-            if len(heard) == 2:
-                break
-            await asyncio.sleep(0.01)
-        assert heard == [("wi-a", "one"), ("wi-b", "two")]
+        await rds.publish("wi-a", "three")  # barrier: "not ours" would come before it
+        await eventually(lambda: asyncio.sleep(0, len(heard) >= 3))
+        assert heard == [("wi-a", "one"), ("wi-b", "two"), ("wi-a", "three")]
         await rds.client_kill_filter(_id=await wire_client_id(rds, "test-sub"))
         await asyncio.wait_for(lost, 5)
         lost = await sub.subscribe(["wi-a"])  # subscribing again reconnects
@@ -164,10 +165,7 @@ def test_wire_and_subscriber_work_on_uvloop(redis_url: str) -> None:
         try:
             await sub.subscribe(["wi-uv"])
             replies = await wire.pipeline([("SET", "wi-uv", "1"), ("PUBLISH", "wi-uv", "hi")])
-            for _ in range(100):
-                if heard:
-                    break
-                await asyncio.sleep(0.01)
+            await eventually(lambda: asyncio.sleep(0, bool(heard)))
             return [*replies, *heard]
         finally:
             await sub.aclose()
@@ -186,10 +184,7 @@ async def test_a_unix_socket_url(tmp_path: Path) -> None:
     )  # fmt: skip
     wire = Wire(f"unix://{sock}?db=3", "test-wire-unix")
     try:
-        for _ in range(100):
-            if sock.exists():
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: asyncio.sleep(0, sock.exists()))
         assert await wire.execute_command("SET", "wi-unix", "yes") == "OK"
         other = aioredis.Redis(unix_socket_path=str(sock), db=3, decode_responses=True)
         assert await other.get("wi-unix") == "yes"

@@ -119,6 +119,13 @@ class QueueSettings:
         "Seconds between batched hash checks for jobs run by actors that write only the hash.",
         ("serve", "dev"),
     )
+    maintenance_interval: float = setting(
+        1.0,
+        parse_float,
+        "Seconds between the supervisor's maintenance rounds: reaping dead actors' jobs, "
+        "promoting due retries, expiring timed-out jobs, pruning stale stream consumers.",
+        ("serve", "dev"),
+    )
     retry_base: float = setting(
         1.0,
         parse_float,

@@ -43,10 +43,10 @@ class Maintenance:
     #: long (an actor killed before its clean exit) is removed from the group.
     stale_consumer_after = 3600.0
 
-    def __init__(self, client: aioredis.Redis, config: Config, interval: float = 1.0) -> None:
+    def __init__(self, client: aioredis.Redis, config: Config) -> None:
         self._client = client
         self._config = config
-        self._interval = interval
+        self._interval = config.maintenance_interval
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
