@@ -42,10 +42,10 @@ async def submit_jobs(
             prerequisites = json.dumps(list(job.prerequisites))
             args += [job.job_id, prerequisites, json.dumps(job.hash_fields())]
         commands.append(("FCALL", "hero_submit_many", 0, *library.head(config), *args))
-    replies = await wire.pipeline(commands)
+    replies = await wire.pipeline(commands, errors_in_place=True)
     if any(library.lost_library(r) for r in replies):  # nothing ran: load it, then once more
         await library.load(wire)
-        replies = await wire.pipeline(commands)
+        replies = await wire.pipeline(commands, errors_in_place=True)
     answers: list[Any] = [None] * len(jobs)
     for positions, reply in zip(calls, replies, strict=True):
         for n, i in enumerate(positions):
