@@ -29,17 +29,12 @@ async def submit_many(sup: Supervisor, specs: Sequence[Any], *, start: bool = Tr
         return [str(answer["status"]) for answer in await native(specs, start=start)]
     head = library.head(sup.config)
     flag = "1" if start else "0"
-    async with sup.redis.pipeline(transaction=False) as pipe:
-        for raw in specs:
-            spec = sup.parse(raw)
-            pipe.fcall(
-                "hero_submit",
-                0,
-                *head,
-                spec.job_id,
-                flag,
-                json.dumps(list(spec.prerequisites)),
-                *spec.hash_fields(),
-            )
-        replies = await pipe.execute()
+    calls = []
+    for raw in specs:
+        spec = sup.parse(raw)
+        prerequisites = json.dumps(list(spec.prerequisites))
+        calls.append(
+            ("FCALL", "hero_submit", 0, *head, spec.job_id, flag, prerequisites, *spec.hash_fields())
+        )
+    replies = await sup.wire.pipeline(calls)
     return [str(r[1] if r[0] == "exists" else r[0]) for r in replies]

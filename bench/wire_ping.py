@@ -11,7 +11,7 @@ of a change to the wire. Each figure is the median of 9 rounds of n PINGs.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import importlib.util
 import statistics
 import tempfile
@@ -58,7 +58,9 @@ async def measure(url: str, n: int, baseline: str | None) -> dict[str, float]:
     clients: dict[str, Any] = {"redis-py pool": pool, "Wire": Wire(url, "bench")}
     if baseline:
         clients["Wire (baseline)"] = load_wire(baseline)(url, "bench-baseline")
-    calls = {label: (lambda c=c: c.execute_command("PING")) for label, c in clients.items()}
+    calls: dict[str, Callable[[], Awaitable[Any]]] = {
+        label: functools.partial(client.execute_command, "PING") for label, client in clients.items()
+    }
     figures = await per_call_us(calls, n)
     for client in clients.values():
         await client.aclose()
