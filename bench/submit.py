@@ -34,7 +34,16 @@ async def submit_many(sup: Supervisor, specs: Sequence[Any], *, start: bool = Tr
         spec = sup.parse(raw)
         prerequisites = json.dumps(list(spec.prerequisites))
         calls.append(
-            ("FCALL", "hero_submit", 0, *head, spec.job_id, flag, prerequisites, *spec.hash_fields())
+            (
+                "FCALL",
+                "hero_submit",
+                0,
+                *head,
+                spec.job_id,
+                flag,
+                prerequisites,
+                *spec.hash_fields(),
+            )
         )
     replies = await sup.wire.pipeline(calls)
     return [str(r[1] if r[0] == "exists" else r[0]) for r in replies]

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor.wire import Wire
@@ -59,7 +58,8 @@ async def measure(url: str, n: int, baseline: str | None) -> dict[str, float]:
     if baseline:
         clients["Wire (baseline)"] = load_wire(baseline)(url, "bench-baseline")
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
-        label: functools.partial(client.execute_command, "PING") for label, client in clients.items()
+        label: functools.partial(client.execute_command, "PING")
+        for label, client in clients.items()
     }
     figures = await per_call_us(calls, n)
     for client in clients.values():

@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-
 from gateway.supervisor import keys, replies
 from gateway.supervisor.connection import Commands
 

@@ -12,7 +12,6 @@ import math
 import re
 from typing import Any
 
-
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands

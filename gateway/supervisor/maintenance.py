@@ -26,7 +26,6 @@ import time
 import uuid
 from typing import Any
 
-
 from gateway.config import Config
 from gateway.supervisor import keys, library, presence
 from gateway.supervisor.connection import UNAVAILABLE, Commands

@@ -17,7 +17,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-
 from gateway import __version__
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands, scan

@@ -14,12 +14,11 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Collection
 
-
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, Commands
-from gateway.supervisor.replies import entries
 from gateway.supervisor.events import Event, stream_id
+from gateway.supervisor.replies import entries
 
 _REPLAY_PAGE = 1000
 

@@ -159,7 +159,7 @@ class _Link:
                 if not conn.is_connected:  # lost: redis-py would dial again
                     break
                 await conn.send_packed_command(data, check_health=False)
-        except Exception:  # noqa: BLE001 - redis-py closed the socket; the reader fails the callers
+        except Exception:
             pass
         self._reader.cancel()
 
