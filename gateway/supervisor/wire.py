@@ -135,6 +135,8 @@ class _Link:
         if not self.up or not self.conn.is_connected:  # else redis-py would dial again
             raise RedisConnectionError("connection to Redis lost")
         packed = [hiredis.pack_command(tuple(c)) for c in commands]
+        if not packed:
+            return
         if self._outgoing or self._wrote:
             if not self._outgoing:
                 self._queued.set_result(None)  # the writer runs after this turn's callers
