@@ -9,10 +9,14 @@ ordinary commands, and a connection of its own for each that blocks
 from __future__ import annotations
 
 import functools
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -53,6 +57,45 @@ async def scan(client: Commands, match: str) -> list[str]:
         found += batch
         if cursor == "0":
             return found
+
+
+CONNECT_TIMEOUT = 2.0
+
+#: TCP keepalive: idle seconds before the first probe, seconds between probes,
+#: probes. A Redis host that vanished without closing (a partition, a dead
+#: VM) fails the calls in flight after about a minute instead of the
+#: kernel's two hours; nothing is read with a timeout, since BLOCKing reads
+#: wait for seconds by design.
+KEEPALIVE = (30, 10, 3)
+
+
+def _keepalive_options() -> dict[int, int]:
+    names = ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
+    return {  # Linux; macOS names the first one differently
+        getattr(socket, n): v for n, v in zip(names, KEEPALIVE, strict=True) if hasattr(socket, n)
+    }
+
+
+def connection(url: str, name: str) -> AbstractConnection:
+    """An unconnected redis-py connection for ``url``, as redis-py builds it
+    for its own pools (URL options included), named ``hero-gateway/<name>``
+    (CLIENT SETNAME, so operators see who holds it), never retried (a lost
+    command is not re-sent) and read without a timeout (BLOCKing reads)."""
+    pool = ConnectionPool.from_url(
+        url,
+        client_name=f"hero-gateway/{name}",
+        decode_responses=True,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=None,
+        health_check_interval=0,
+        retry=Retry(NoBackoff(), 0),
+        protocol=2,
+    )
+    if issubclass(pool.connection_class, Connection):  # TCP or TLS, not a unix socket
+        pool.connection_kwargs.update(
+            socket_keepalive=True, socket_keepalive_options=_keepalive_options()
+        )
+    return pool.make_connection()
 
 
 #: Error replies that mean "not now", not "no": Redis is loading its dataset

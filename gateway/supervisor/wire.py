@@ -2,15 +2,18 @@
 
 redis-py's asyncio client spends about 60 µs of Python per command around a
 25 µs loopback round trip (pool checkout, a lock per connection): measured
-with uvloop, a PING took 94 µs through the pool and about 30 µs here. Every
+with uvloop, a PING took 94 µs through the pool and 32 µs on the wire
+(``bench/wire_ping.py``; figures in ``bench/analysis.md``). Every
 hop of a run-and-wait is one such call, so every command of the supervisor
 and the actor goes through a ``Wire``:
 
 - one socket, shared by every caller of the process, with no checkout: a
   command is queued at once and its reply matched to it in order, since
   Redis answers the commands of one connection in the order they came;
-- the commands queued in one turn of the event loop leave in one write, so
-  concurrent callers are pipelined without asking for it;
+- the first caller of a turn of the event loop writes at once, and the
+  callers after it in the same turn leave together in a second write, so
+  concurrent callers are pipelined without asking for it while a lone one
+  pays no hop through a writer task;
 - the socket is one of redis-py's own connections, built from the URL by
   its public pieces (``ConnectionPool.from_url`` → ``make_connection`` →
   ``connect``): TLS, AUTH, SELECT, CLIENT SETNAME, timeouts and TCP
@@ -36,59 +39,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import hiredis
-from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.supervisor.connection import RedisNotReady, reply_error
-
-CONNECT_TIMEOUT = 2.0
+from gateway.supervisor.connection import CONNECT_TIMEOUT, RedisNotReady, connection, reply_error
 
 Push = Callable[[list[Any]], None]
-
-#: TCP keepalive: idle seconds before the first probe, seconds between probes,
-#: probes. A Redis host that vanished without closing (a partition, a dead
-#: VM) fails the calls in flight after about a minute instead of the
-#: kernel's two hours; nothing is read with a timeout, since BLOCKing reads
-#: wait for seconds by design.
-KEEPALIVE = (30, 10, 3)
-
-
-def _keepalive_options() -> dict[int, int]:
-    names = ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
-    return {  # Linux; macOS names the first one differently
-        getattr(socket, n): v for n, v in zip(names, KEEPALIVE, strict=True) if hasattr(socket, n)
-    }
-
-
-def connection(url: str, name: str) -> AbstractConnection:
-    """An unconnected redis-py connection for ``url``, as redis-py builds it
-    for its own pools (URL options included), named ``hero-gateway/<name>``
-    (CLIENT SETNAME, so operators see who holds it), never retried (a lost
-    command is not re-sent) and read without a timeout (BLOCKing reads)."""
-    pool = ConnectionPool.from_url(
-        url,
-        client_name=f"hero-gateway/{name}",
-        decode_responses=True,
-        socket_connect_timeout=CONNECT_TIMEOUT,
-        socket_timeout=None,
-        health_check_interval=0,
-        retry=Retry(NoBackoff(), 0),
-        protocol=2,
-    )
-    if issubclass(pool.connection_class, Connection):  # TCP or TLS, not a unix socket
-        pool.connection_kwargs.update(
-            socket_keepalive=True, socket_keepalive_options=_keepalive_options()
-        )
-    return pool.make_connection()
 
 
 class _Link:
