@@ -106,8 +106,8 @@ TRANSIENT_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLU
 
 class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's class is untyped
     """A transient error reply, raised as a connection error (redis-py does the
-    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` and the
-    pool's retry treat it as the outage it is, not as a refusal of the command."""
+    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` treats it
+    as the outage it is, not as a refusal of the command."""
 
 
 def transient(reply: ResponseError) -> bool:
