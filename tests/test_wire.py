@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,17 @@ async def test_an_empty_pipeline_is_answered_empty_and_leaves_the_wire_usable(wi
     assert list(empty) == [[], []]
     after = await asyncio.gather(wire.execute_command("PING"), wire.pipeline([("PING",)]))
     assert list(after) == ["PONG", ["PONG"]]
+
+
+async def test_aclose_while_connecting_fails_the_call_in_flight(redis_url: str) -> None:
+    """Closed while its first call is still connecting (an actor stopped as it
+    starts): the link made meanwhile is closed before its reader task ever
+    ran, and the call still fails at once instead of waiting forever."""
+    wire = Wire(redis_url, "test-wire-early")
+    blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
+    await asyncio.sleep(0)  # dialling
+    started = time.monotonic()
+    await asyncio.wait_for(wire.aclose(), 2)
+    with pytest.raises(RedisConnectionError):
+        await asyncio.wait_for(blocked, 2)
+    assert time.monotonic() - started < 1

@@ -168,10 +168,12 @@ class _Link:
 
     async def close(self) -> None:
         """Close the socket: every command in flight fails at once."""
-        self._reader.cancel()
+        for task in (self._reader, self._writer):
+            task.cancel()
         for task in (self._reader, self._writer):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._end()  # a reader cancelled before its first step never ran its ``finally``
         await self.conn.disconnect(nowait=True)
 
 
