@@ -20,11 +20,12 @@ from redis.exceptions import ResponseError
 
 from gateway.config import add_arguments, resolve
 from gateway.supervisor import acl, library
-from gateway.supervisor.connection import UNAVAILABLE, pooled
+from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.wire import Wire
 
 
 async def _apply(url: str, users: list[acl.User]) -> None:
-    client = pooled(url, 1, "acl", resend=False)
+    client = Wire(url, "acl")
     try:
         await acl.apply(client, users)
         await library.load(client)  # so actors, which may not load it, can start first

@@ -31,7 +31,8 @@ from gateway.protocols import GracefulWebSocketProtocol, http_protocol
 from gateway.rpc.app import Gateway, Limits, Services
 from gateway.supervisor import Supervisor
 from gateway.supervisor.auth import SCOPES, KeyStore
-from gateway.supervisor.connection import pooled, user_of
+from gateway.supervisor.connection import user_of
+from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.server")
 
@@ -49,7 +50,7 @@ async def services(config: Config) -> AsyncIterator[Services]:
     sup = await Supervisor.connect(config)
     log.info("connected to redis", extra={"redis_user": user_of(config.redis)})
     try:
-        store = KeyStore(sup.redis, checks=sup.wire, url=config.redis)
+        store = KeyStore(sup.wire, config.redis)
         yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
     finally:
         await sup.close()
@@ -129,10 +130,10 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
 async def preflight(config: Config) -> str | None:
     """Why the server must not start, or None. Checked before binding so the
     operator gets one clear line, not a lifespan traceback."""
-    client = pooled(config.redis, 1, "preflight")
+    client = Wire(config.redis, "preflight")
     try:
         try:
-            keys_exist = await KeyStore(client).exist()
+            keys_exist = await KeyStore(client, config.redis).exist()
         except HeroError:
             return f"Redis unreachable at {redact(config.redis)}"
     finally:
@@ -193,8 +194,8 @@ def redact(url: str) -> str:
 
 
 async def _keys(config: Config, action: str, args: argparse.Namespace) -> int:
-    client = pooled(config.redis, 1, "keys")
-    store = KeyStore(client)
+    client = Wire(config.redis, "keys")
+    store = KeyStore(client, config.redis)
     try:
         if action == "create":
             key = await store.create(args.name, args.scope, args.caller_id)

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway import contract
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
@@ -36,8 +36,8 @@ _fresh = itertools.count()
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[KeyStore]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield KeyStore(client)
+    client = Wire(redis_url, "test-keys")
+    yield KeyStore(client, redis_url)
     await client.aclose()
 
 

@@ -19,7 +19,7 @@ from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.model import library as functions
 from gateway.supervisor import Supervisor, acl, keys, library, presence
-from gateway.supervisor.connection import pooled
+from gateway.supervisor.wire import Wire
 from tests.conftest import ROOT
 from tests.helpers import eventually, job, spawn_actor
 
@@ -113,8 +113,8 @@ async def test_an_actor_user_waits_for_a_gateway_to_load_lost_functions(
 ) -> None:
     """Redis came back without the Functions: the actor's user may not load them,
     so its call fails like an unreachable Redis (retried), not as a crash."""
-    admin = pooled(url_as(locked, "hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"]), 1, "t")
-    actor = pooled(url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"]), 1, "t")
+    admin = Wire(url_as(locked, "hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"]), "t")
+    actor = Wire(url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"]), "t")
     try:
         await admin.execute_command("FUNCTION", "DELETE", library.LIBRARY_NAME)
         with pytest.raises(redis.exceptions.ConnectionError):
@@ -151,7 +151,7 @@ async def test_a_real_actor_on_the_actor_user_serves_jobs(
 
         await eventually(ready, within=30)
         # what the actor container's health check reads, as the actor user
-        own = pooled(actor_url, 1, "healthcheck")
+        own = Wire(actor_url, "healthcheck")
         try:
             assert [a["script_type"] for a in await presence.live(own)] == ["osis"]
         finally:

@@ -24,9 +24,9 @@ def count_calls(sup: Supervisor, monkeypatch: pytest.MonkeyPatch) -> list[list[A
     sent: list[list[Any]] = []
     real = sup.wire.pipeline
 
-    async def pipeline(commands: Any) -> list[Any]:
+    async def pipeline(commands: Any, *, errors_in_place: bool = False) -> list[Any]:
         sent.append(list(commands))
-        return await real(commands)
+        return await real(commands, errors_in_place=errors_in_place)
 
     monkeypatch.setattr(sup.wire, "pipeline", pipeline)
     return sent

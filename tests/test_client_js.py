@@ -24,7 +24,7 @@ LIFECYCLE = ["created", "dispatched", "started", "finished"]
 async def test_js_client_features(
     server: Server, python_actor: Actor, sup: Supervisor, node_modules: Path
 ) -> None:
-    key = await KeyStore(sup.redis).create("js-test", "admin")
+    key = await KeyStore(sup.wire, sup.config.redis).create("js-test", "admin")
     proc = await asyncio.create_subprocess_exec(
         node_or_skip(),
         "js_client_features.mjs",

@@ -235,7 +235,7 @@ async def test_subscribe_delivers_live_log_lines_and_a_failed_jobs_stdout(
 
 
 async def test_key_auth_by_header_and_by_login(server: Server, sup: Supervisor) -> None:
-    key = await KeyStore(sup.redis).create("client-test", "admin")
+    key = await KeyStore(sup.wire, sup.config.redis).create("client-test", "admin")
     for auth in ("header", "login"):
         async with HeroClient(server.ws, key=key, auth=auth) as hero:
             me = await hero.auth_whoami()

@@ -19,9 +19,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import redis.asyncio as aioredis
 
 from gateway.supervisor import presence
+from gateway.supervisor.wire import Wire
 from tests.conftest import ROOT
 from tests.helpers import until
 
@@ -242,21 +242,22 @@ def test_healthcheck_http(healthcheck: ModuleType, status_server: str) -> None:
 
 async def test_healthcheck_actor_follows_presence(
     healthcheck: ModuleType,
-    rds: aioredis.Redis,
     redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HERO_REDIS_URL", redis_url)
+    wire = Wire(redis_url, "test-presence")
     host = socket.gethostname()
     assert "no live actor" in await healthcheck.check_actor(host)
     info = {"script_type": "python", "group": "default", "instance": "hc-1", "hostname": "other"}
-    await presence.beat(rds, info, 15)
+    await presence.beat(wire, info, 15)
     assert "1 live elsewhere" in await healthcheck.check_actor(host)
     mine = dict(info, instance="hc-2", hostname=host)
-    await presence.beat(rds, mine, 15)
+    await presence.beat(wire, mine, 15)
     assert await healthcheck.check_actor(host) is None
-    await presence.leave(rds, mine)
+    await presence.leave(wire, mine)
     assert await healthcheck.check_actor(host) is not None
+    await wire.aclose()
 
 
 async def test_healthcheck_actor_without_redis(

@@ -23,6 +23,7 @@ from gateway import contract
 from gateway.cli import main
 from gateway.errors import InvalidParams
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
@@ -33,8 +34,8 @@ as_ = auth.as_
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[KeyStore]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield KeyStore(client)
+    client = Wire(redis_url, "test-keys")
+    yield KeyStore(client, redis_url)
     await client.aclose()
 
 

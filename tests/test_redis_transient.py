@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests.server_support import Rpc, Server, http_post, running_server
 
 KEYS = 100_000
@@ -92,8 +92,8 @@ async def test_loading_is_answered_minus_32007_and_waits_survive(
     slow_loading_redis: tuple[EmbeddedRedis, Path], tmp_path: Path
 ) -> None:
     redis_server, data_dir = slow_loading_redis
-    keys = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
-    key = await KeyStore(keys).create("root", "admin")
+    keys = Wire(redis_server.url, "test-keys")
+    key = await KeyStore(keys, redis_server.url).create("root", "admin")
     await keys.aclose()
     bearer = {"Authorization": f"Bearer {key}"}
     with running_server(redis_server.url, tmp_path / "serve.log") as gateway:

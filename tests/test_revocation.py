@@ -26,6 +26,7 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.rpc.revocation import CLOSE_POLICY, REVOKED_REASON
 from gateway.supervisor import keys
 from gateway.supervisor.auth import KeyStore, digest
+from gateway.supervisor.wire import Wire
 from tests import server_support as support
 from tests.helpers import eventually
 from tests.server_support import Rpc, Server
@@ -50,12 +51,14 @@ async def rds(own_redis: EmbeddedRedis) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture
-async def keyring(rds: aioredis.Redis) -> dict[str, str]:
-    store = KeyStore(rds)
-    return {
+async def keyring(own_redis: EmbeddedRedis) -> AsyncIterator[dict[str, str]]:
+    client = Wire(own_redis.url, "test-keys")
+    store = KeyStore(client, own_redis.url)
+    yield {
         "alice": await store.create("alice", "user", "alice"),
         "bob": await store.create("bob", "user", "bob"),
     }
+    await client.aclose()
 
 
 @pytest.fixture

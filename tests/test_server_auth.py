@@ -34,15 +34,11 @@ from tests.server_support import (
 )
 
 
-@pytest.fixture(params=["pool", "wire"])
-async def store(redis_url: str, request: pytest.FixtureRequest) -> AsyncIterator[KeyStore]:
-    """Both ways a store is made: on its client alone, and as the gateway
-    makes it, with the per-connection checks on the job-path wire."""
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[KeyStore]:
     wire = Wire(redis_url, "test-keys")
-    yield KeyStore(client, checks=wire if request.param == "wire" else None)
+    yield KeyStore(wire, redis_url)
     await wire.aclose()
-    await client.aclose()
 
 
 @pytest.fixture
@@ -106,7 +102,9 @@ async def cli(redis_url: str, *commands: list[str]) -> list[tuple[int, str, str]
 # -- the CLI and the store ---------------------------------------------------------------
 
 
-async def test_keys_cli_creates_lists_and_revokes(redis_url: str, rds: aioredis.Redis) -> None:
+async def test_keys_cli_creates_lists_and_revokes(
+    redis_url: str, rds: aioredis.Redis, store: KeyStore
+) -> None:
     user, admin, nameless, listed, again, revoked, unknown = await cli(
         redis_url,
         ["keys", "create", "--name", "alice", "--scope", "user", "--caller-id", "alice"],
@@ -131,8 +129,8 @@ async def test_keys_cli_creates_lists_and_revokes(redis_url: str, rds: aioredis.
     assert key not in listed[1] and digest(key) not in listed[1]
     assert again[0] == 1 and "exists" in again[2]
     assert (revoked[0], unknown[0]) == (0, 1)
-    assert await KeyStore(rds).verify(key) is None
-    assert (await KeyStore(rds).verify(ops_key) or {}).get("name") == "ops"
+    assert await store.verify(key) is None
+    assert (await store.verify(ops_key) or {}).get("name") == "ops"
 
     stored = []
     for name in await rds.keys("*"):

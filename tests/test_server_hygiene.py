@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import redis.asyncio as aioredis
 import websockets
 
 from gateway.rpc.websocket import AUTH_TIMEOUT
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests.server_support import Rpc, Server, post, running_server
 
 DEADLINE = 3.0
@@ -30,9 +30,9 @@ IDLE_SOCKETS = 2000
 
 @pytest.fixture
 async def admin_key(redis_url: str) -> AsyncIterator[str]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    client = Wire(redis_url, "test-keys")
     try:
-        yield await KeyStore(client).create("root", "admin")
+        yield await KeyStore(client, redis_url).create("root", "admin")
     finally:
         await client.aclose()
 

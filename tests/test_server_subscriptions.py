@@ -22,6 +22,7 @@ from gateway.rpc.app import Gateway, Limits, Services
 from gateway.rpc.subscriptions import MAX_SUBSCRIPTIONS
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests.helpers import eventually, job
 from tests.server_support import (
     Rpc,
@@ -145,8 +146,8 @@ async def test_reconnect_with_since_misses_nothing_and_repeats_nothing(
 
 
 async def test_user_keys_see_only_their_own_events(server: Server, redis_url: str) -> None:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    store = KeyStore(client)
+    client = Wire(redis_url, "test-keys")
+    store = KeyStore(client, redis_url)
     alice = await store.create("alice", "user", "alice")
     bob = await store.create("bob", "user", "bob")
     admin = await store.create("ops", "admin")
@@ -231,7 +232,7 @@ async def in_process_server(sup: Supervisor) -> AsyncIterator[str]:
 
     @contextlib.asynccontextmanager
     async def services() -> AsyncIterator[Services]:
-        yield Services(sup, KeyStore(sup.redis, url=sup.config.redis))
+        yield Services(sup, KeyStore(sup.wire, sup.config.redis))
 
     app = Gateway(services, Limits(check_results=True))
     port = free_port()

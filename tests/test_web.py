@@ -181,7 +181,7 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
 async def test_browser_asks_for_a_key_and_uses_it(
     server: Server, sup: Supervisor, browser: Any
 ) -> None:
-    key = await KeyStore(sup.redis).create("browser", "admin")
+    key = await KeyStore(sup.wire, sup.config.redis).create("browser", "admin")
     page, errors = await open_page(browser, server.http + "/")
     await page.wait_for_function(
         "document.getElementById('notice').textContent.includes('needs an API key')",
@@ -457,7 +457,7 @@ async def test_detail_view_progress_bar_moves_while_an_sdk_job_runs(
 async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     server: Server, sup: Supervisor, python_actor: Actor, browser: Any, rds: Any
 ) -> None:
-    store = KeyStore(sup.redis)
+    store = KeyStore(sup.wire, sup.config.redis)
     admin_key = await store.create("ops", "admin")
     alice_key = await store.create("alice", "user", "alice")
     dead = await sup.run(job("raise SystemExit('always')", retries=1), wait=30)

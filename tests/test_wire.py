@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -51,22 +52,22 @@ async def test_replies_and_error_replies_each_reach_their_caller(
     assert replies[2] == ["x"]
 
 
-async def test_commands_of_one_loop_turn_leave_in_one_write(
+async def test_commands_of_one_loop_turn_leave_in_two_writes(
     wire: Wire, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await wire.execute_command("PING")  # connected
-    transport = wire._protocol.transport  # type: ignore[union-attr]
+    conn = wire._link.conn  # type: ignore[union-attr]
     writes: list[bytes] = []
-    real = transport.write  # type: ignore[union-attr]
+    real = conn.send_packed_command
 
-    def spy(data: bytes) -> None:
+    async def spy(data: bytes, check_health: bool = True) -> None:
         writes.append(data)
-        real(data)
+        await real(data, check_health=check_health)
 
-    monkeypatch.setattr(transport, "write", spy)
+    monkeypatch.setattr(conn, "send_packed_command", spy)
     replies = await asyncio.gather(*(wire.execute_command("INCR", "wi-turn") for _ in range(100)))
     assert replies == list(range(1, 101))  # and in the order they were issued
-    assert len(writes) == 1
+    assert len(writes) == 2  # the first caller at once, the 99 after it together
 
 
 async def test_a_flood_of_concurrent_callers_is_answered_in_full(wire: Wire) -> None:
@@ -75,9 +76,17 @@ async def test_a_flood_of_concurrent_callers_is_answered_in_full(wire: Wire) -> 
     assert replies == list(range(1, n + 1))
 
 
-async def test_pipeline_keeps_an_error_reply_in_its_place(wire: Wire) -> None:
+async def test_pipeline_raises_the_first_error_reply_once_all_ran(wire: Wire) -> None:
+    await wire.execute_command("SET", "wi-raise", "1")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await wire.pipeline([("LPUSH", "wi-raise", "x"), ("INCR", "wi-raise")])
+    assert await wire.execute_command("GET", "wi-raise") == "2"  # the rest ran all the same
+
+
+async def test_pipeline_keeps_an_error_reply_in_its_place_when_asked(wire: Wire) -> None:
     await wire.execute_command("SET", "wi-str", "1")
-    replies = await wire.pipeline([("INCR", "wi-str"), ("LPUSH", "wi-str", "x"), ("GET", "wi-str")])
+    batch = [("INCR", "wi-str"), ("LPUSH", "wi-str", "x"), ("GET", "wi-str")]
+    replies = await wire.pipeline(batch, errors_in_place=True)
     assert replies[0] == 2
     assert isinstance(replies[1], ResponseError)
     assert replies[2] == "2"
@@ -201,10 +210,32 @@ async def test_a_vanished_host_is_noticed_by_tcp_keepalive_within_about_a_minute
     """No read timeout (BLOCKing reads wait by design), so the kernel's probes
     are what ends a call to a host that went away without closing."""
     await wire.execute_command("PING")
-    sock = wire._protocol.transport.get_extra_info("socket")  # type: ignore[union-attr]
+    sock = wire._link.conn._writer.get_extra_info("socket")  # type: ignore[union-attr]
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
     idle, interval, count = (
         sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name))
         for name in ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
     )
     assert idle + interval * count <= 90
+
+
+async def test_an_empty_pipeline_is_answered_empty_and_leaves_the_wire_usable(wire: Wire) -> None:
+    await wire.execute_command("PING")
+    empty = await asyncio.gather(wire.pipeline([]), wire.pipeline([]))
+    assert list(empty) == [[], []]
+    after = await asyncio.gather(wire.execute_command("PING"), wire.pipeline([("PING",)]))
+    assert list(after) == ["PONG", ["PONG"]]
+
+
+async def test_aclose_while_connecting_fails_the_call_in_flight(redis_url: str) -> None:
+    """Closed while its first call is still connecting (an actor stopped as it
+    starts): the link made meanwhile is closed before its reader task ever
+    ran, and the call still fails at once instead of waiting forever."""
+    wire = Wire(redis_url, "test-wire-early")
+    blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
+    await asyncio.sleep(0)  # dialling
+    started = time.monotonic()
+    await asyncio.wait_for(wire.aclose(), 2)
+    with pytest.raises(RedisConnectionError):
+        await asyncio.wait_for(blocked, 2)
+    assert time.monotonic() - started < 1

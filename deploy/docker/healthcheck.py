@@ -37,9 +37,9 @@ async def check_actor(hostname: str) -> str | None:
     """Why no actor of ``hostname`` is live, or None."""
     from gateway.config import resolve
     from gateway.supervisor import presence
-    from gateway.supervisor.connection import pooled
+    from gateway.supervisor.wire import Wire
 
-    client = pooled(resolve().redis, 1, "healthcheck")
+    client = Wire(resolve().redis, "healthcheck")
     try:
         actors = await presence.live(client)
     except Exception as exc:  # Redis down, bad URL: unhealthy, not a traceback

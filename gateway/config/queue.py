@@ -47,12 +47,6 @@ class QueueSettings:
         "`pipeline run` publishes its report (stats.report) there when it is set or a `dev` runs.",
         (*EVERY_COMMAND, "pipeline run", "pipeline synth"),
     )
-    redis_max_connections: int = setting(
-        8,
-        parse_int,
-        "Size of the shared connection pool per process (callers queue for a connection).",
-        EVERY_COMMAND,
-    )
     script_types: tuple[str, ...] = setting(
         DEFAULT_SCRIPT_TYPES,
         parse_csv,

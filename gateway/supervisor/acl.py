@@ -68,8 +68,8 @@ ACTOR_FUNCTIONS = ("hero_cycle", "hero_log", "hero_stream_touch", "hero_stream_l
 #: Commands an actor sends itself (worker.py, presence.py) and those the
 #: Functions it calls run inside Redis on its behalf.
 ACTOR_COMMANDS = (
-    # connection: wire.Wire names its connections and selects the URL's
-    # database; redis-py's pool checks idle ones with PING
+    # connection: redis-py, connecting a wire.Wire, names it and selects the
+    # URL's database; PING answers health checks
     "ping", "select", "client|setname",
     # a queue written by anyone wakes an idle actor (wire.py: broadcast tracking)
     "client|id", "client|tracking",

@@ -30,13 +30,11 @@ from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-import redis.asyncio as aioredis
-from redis.exceptions import WatchError
-
 from gateway.errors import InvalidParams
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, Commands, guarded
-from gateway.supervisor.wire import Subscriber
+from gateway.supervisor.replies import pairs
+from gateway.supervisor.wire import Subscriber, Wire
 
 Scope = Literal["user", "admin"]
 SCOPES: tuple[Scope, ...] = ("user", "admin")
@@ -64,16 +62,11 @@ class KeyStore:
     """Create, verify, list and revoke API keys (``gateway.rpc`` sees only
     ``verify`` and ``exist``, through its ``KeyStore`` protocol)."""
 
-    def __init__(
-        self, client: aioredis.Redis, *, checks: Commands | None = None, url: str | None = None
-    ) -> None:
-        """``checks``: where ``verify``, ``exist`` and ``revoked`` go, the
-        per-connection checks (a gateway passes its job-path wire: 10,000
-        clients connecting at once must not queue for the pool); the rest
-        uses ``client``. ``url``: the Redis to hear revocations from
-        (``watch_revocations``)."""
+    def __init__(self, client: Commands, url: str) -> None:
+        """``client``: the process's connection (a gateway passes its
+        supervisor's). ``url``: the same Redis, for the connections a
+        ``create`` (its WATCH) and ``watch_revocations`` open beside it."""
         self._redis = client
-        self._checks: Commands = checks or client
         self._url = url
 
     @guarded
@@ -94,20 +87,27 @@ class KeyStore:
             "caller_id": caller_id or "",
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        # WATCH the set of hashes: two concurrent creates with one name cannot both pass.
-        for _ in range(_CREATE_ATTEMPTS):
-            async with self._redis.pipeline(transaction=True) as pipe:
-                try:
-                    await pipe.watch(keys.API_KEYS)
-                    if name in await self._names(pipe):
-                        raise InvalidParams(f"an API key named {name!r} exists already")
-                    cast(Any, pipe).multi()  # untyped in redis-py
-                    pipe.hset(keys.api_key(digest(key)), mapping=fields)
-                    pipe.sadd(keys.API_KEYS, digest(key))
-                    await pipe.execute()
+        flat = [x for item in fields.items() for x in item]
+        # WATCH the set of hashes: two concurrent creates with one name cannot
+        # both pass. A WATCH holds for its connection, so it gets its own.
+        own = Wire(self._url, "keys")
+        try:
+            for _ in range(_CREATE_ATTEMPTS):
+                await own.execute_command("WATCH", keys.API_KEYS)
+                if name in await self._names(own):
+                    raise InvalidParams(f"an API key named {name!r} exists already")
+                done = await own.pipeline(
+                    [
+                        ("MULTI",),
+                        ("HSET", keys.api_key(digest(key)), *flat),
+                        ("SADD", keys.API_KEYS, digest(key)),
+                        ("EXEC",),
+                    ]
+                )
+                if done[-1] is not None:  # None: the set changed since the WATCH
                     return key
-                except WatchError:
-                    continue
+        finally:
+            await own.aclose()
         raise InvalidParams("API keys are changing too fast; try again")
 
     @guarded
@@ -117,7 +117,7 @@ class KeyStore:
         if not key.startswith(KEY_PREFIX) or len(key) > 256:
             return None
         key_id = digest(key)
-        name, scope, caller_id = await self._checks.execute_command(
+        name, scope, caller_id = await self._redis.execute_command(
             "HMGET", keys.api_key(key_id), "name", "scope", "caller_id"
         )
         if scope not in SCOPES:
@@ -135,15 +135,13 @@ class KeyStore:
         ids = sorted(key_ids)
         if not ids:
             return frozenset()
-        member = await self._checks.execute_command("SMISMEMBER", keys.API_KEYS, *ids)
+        member = await self._redis.execute_command("SMISMEMBER", keys.API_KEYS, *ids)
         return frozenset(i for i, found in zip(ids, member, strict=True) if not found)
 
     async def watch_revocations(self, on_revoked: OnRevoked) -> None:
         """Call ``on_revoked`` with the ids of keys as they are revoked, and
         with None each time the subscription is (re)made: whatever was revoked
         while nobody listened must be asked about. Runs until cancelled."""
-        if self._url is None:
-            raise RuntimeError("watching revocations needs the Redis URL")
         subscriber = Subscriber(
             self._url, "gateway-revocations", lambda _, key_id: on_revoked(frozenset([key_id]))
         )
@@ -165,7 +163,7 @@ class KeyStore:
     @guarded
     async def exist(self) -> bool:
         """Whether any key exists (then every client must authenticate)."""
-        return bool(await self._checks.execute_command("SCARD", keys.API_KEYS))
+        return bool(await self._redis.execute_command("SCARD", keys.API_KEYS))
 
     @guarded
     async def list_keys(self) -> list[dict[str, Any]]:
@@ -188,30 +186,26 @@ class KeyStore:
         hashes = [h for h, row in await self._rows(self._redis) if row.get("name") == name]
         if not hashes:
             return False
-        async with self._redis.pipeline(transaction=True) as pipe:
-            for h in hashes:
-                pipe.delete(keys.api_key(h))
-                pipe.srem(keys.API_KEYS, h)
-                pipe.publish(keys.API_KEY_REVOKED, h)
-            await pipe.execute()
+        commands: list[tuple[str, ...]] = [("MULTI",)]
+        for h in hashes:
+            commands += [
+                ("DEL", keys.api_key(h)),
+                ("SREM", keys.API_KEYS, h),
+                ("PUBLISH", keys.API_KEY_REVOKED, h),
+            ]
+        # one write on the shared connection: no other caller's command lands inside
+        await self._redis.pipeline([*commands, ("EXEC",)])
         return True
 
-    async def _names(self, client: Any) -> set[str]:
+    async def _names(self, client: Commands) -> set[str]:
         return {row.get("name", "") for _, row in await self._rows(client)}
 
     @staticmethod
-    async def _rows(client: Any) -> list[tuple[str, dict[str, str]]]:
-        """(hash, fields) of every listed key; a hash whose fields are gone is skipped.
-
-        ``client`` is the Redis client or a WATCHing pipeline (immediate mode),
-        which is why this reads one hash at a time: there are few keys."""
-        hashes = sorted(await client.smembers(keys.API_KEYS))
-        rows = []
-        for h in hashes:
-            row = await client.hgetall(keys.api_key(h))
-            if row:
-                rows.append((str(h), dict(row)))
-        return rows
+    async def _rows(client: Commands) -> list[tuple[str, dict[str, str]]]:
+        """(hash, fields) of every listed key; a hash whose fields are gone is skipped."""
+        hashes = sorted(await client.execute_command("SMEMBERS", keys.API_KEYS))
+        rows = await client.pipeline([("HGETALL", keys.api_key(h)) for h in hashes])
+        return [(str(h), pairs(row)) for h, row in zip(hashes, rows, strict=True) if row]
 
 
 def _check_ident(what: str, value: str) -> None:

@@ -1,21 +1,22 @@
-"""Redis clients and the boundary where redis-py errors become ours.
+"""The Redis port (``Commands``) and the boundary where redis-py errors become ours.
 
-Callers share one bounded pool per process: under load they queue for a
-connection instead of opening more (1,000 waiting callers, a handful of
-connections). The job path and the blocking readers use ``wire.Wire``
-connections instead, so a BLOCK never holds a pool slot.
+Every Redis access of the supervisor and the actor goes through a
+``Commands``, a ``wire.Wire``: one multiplexed connection per process for
+ordinary commands, and a connection of its own for each that blocks
+(BLPOP, XREAD BLOCK) or is in pub/sub mode.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+import socket
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -27,10 +28,74 @@ T = TypeVar("T")
 
 
 class Commands(Protocol):
-    """A client that runs one raw command: redis-py's ``Redis`` and a ``wire.Wire``
-    both (Function calls and the per-connection checks take either)."""
+    """What the supervisor and the actor need of Redis; its one implementation
+    is ``wire.Wire`` (a multiplexed connection built by redis-py).
+
+    Commands are raw (``"HGET", key, field``) and replies come as Redis sends
+    them, decoded by ``replies``. An error reply raises (redis-py's
+    ``ResponseError``; a transient one is ``RedisNotReady``), in ``pipeline``
+    too, once every reply is in, unless ``errors_in_place`` asks for the
+    error to stand in its command's place (a batch answered per command). A
+    lost connection raises ``ConnectionError`` and nothing is re-sent.
+    """
 
     async def execute_command(self, *args: Any) -> Any: ...
+
+    async def pipeline(
+        self, commands: Sequence[Sequence[Any]], *, errors_in_place: bool = False
+    ) -> list[Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+async def scan(client: Commands, match: str) -> list[str]:
+    """Every key matching ``match``, by SCAN (never KEYS, which blocks Redis)."""
+    found: list[str] = []
+    cursor = "0"
+    while True:
+        cursor, batch = await client.execute_command("SCAN", cursor, "MATCH", match, "COUNT", 1000)
+        found += batch
+        if cursor == "0":
+            return found
+
+
+CONNECT_TIMEOUT = 2.0
+
+#: TCP keepalive: idle seconds before the first probe, seconds between probes,
+#: probes. A Redis host that vanished without closing (a partition, a dead
+#: VM) fails the calls in flight after about a minute instead of the
+#: kernel's two hours; nothing is read with a timeout, since BLOCKing reads
+#: wait for seconds by design.
+KEEPALIVE = (30, 10, 3)
+
+
+def _keepalive_options() -> dict[int, int]:
+    names = ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
+    return {  # Linux; macOS names the first one differently
+        getattr(socket, n): v for n, v in zip(names, KEEPALIVE, strict=True) if hasattr(socket, n)
+    }
+
+
+def connection(url: str, name: str) -> AbstractConnection:
+    """An unconnected redis-py connection for ``url``, as redis-py builds it
+    for its own pools (URL options included), named ``hero-gateway/<name>``
+    (CLIENT SETNAME, so operators see who holds it), never retried (a lost
+    command is not re-sent) and read without a timeout (BLOCKing reads)."""
+    pool = ConnectionPool.from_url(
+        url,
+        client_name=f"hero-gateway/{name}",
+        decode_responses=True,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=None,
+        health_check_interval=0,
+        retry=Retry(NoBackoff(), 0),
+        protocol=2,
+    )
+    if issubclass(pool.connection_class, Connection):  # TCP or TLS, not a unix socket
+        pool.connection_kwargs.update(
+            socket_keepalive=True, socket_keepalive_options=_keepalive_options()
+        )
+    return pool.make_connection()
 
 
 #: Error replies that mean "not now", not "no": Redis is loading its dataset
@@ -41,14 +106,15 @@ TRANSIENT_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLU
 
 class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's class is untyped
     """A transient error reply, raised as a connection error (redis-py does the
-    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` and the
-    pool's retry treat it as the outage it is, not as a refusal of the command."""
+    same with its ``BusyLoadingError``), so every ``except UNAVAILABLE`` treats it
+    as the outage it is, not as a refusal of the command."""
 
 
 def transient(reply: ResponseError) -> bool:
     """Whether an error reply is one of TRANSIENT_REPLIES. redis-py's parser
     moves the code out of the message (into ``status_code``, and a class of its
-    own for some, such as ``ClusterDownError``); hiredis on the wire keeps it in."""
+    own for some, such as ``ClusterDownError``) and keeps the codes it does not
+    know (BUSY) in it."""
     code = getattr(reply, "status_code", None) or str(reply).partition(" ")[0]
     return code in TRANSIENT_REPLIES or isinstance(reply, ClusterDownError | TryAgainError)
 
@@ -60,28 +126,6 @@ def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:
 
 #: Errors that mean "Redis is not reachable right now".
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-def pooled(url: str, max_connections: int, name: str, *, resend: bool = True) -> aioredis.Redis:
-    """A shared pool; ``name`` (CLIENT SETNAME) tells operators who holds a connection.
-
-    ``resend``: retry a command once more on a connection error, which mostly
-    means a pooled socket went stale across a Redis restart (the command never
-    ran). The actor turns it off: a re-sent ``hero_cycle`` whose first reply
-    was lost would claim twice, so it recovers its held jobs itself instead.
-    """
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        client_name=f"hero-gateway/{name}",
-        max_connections=max_connections,
-        timeout=None,
-        decode_responses=True,
-        socket_connect_timeout=2,
-        health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2 if resend else 0),
-        retry_on_error=[RedisConnectionError],
-    )
-    return aioredis.Redis.from_pool(pool)  # owns the pool: aclose() closes it
 
 
 def user_of(url: str) -> str:
@@ -108,17 +152,3 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]
             raise
 
     return wrapper
-
-
-StreamEntry = tuple[str, dict[str, str]]
-
-
-def _entries(raw: Any) -> list[StreamEntry]:
-    return [(str(entry_id), dict(fields or {})) for entry_id, fields in raw or []]
-
-
-async def xrange_after(
-    client: aioredis.Redis, stream: str, after: str, count: int
-) -> list[StreamEntry]:
-    """Entries strictly after ``after``, oldest first."""
-    return _entries(await client.xrange(stream, min=f"({after}", count=count))

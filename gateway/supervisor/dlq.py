@@ -11,23 +11,22 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
+from gateway.supervisor import keys, replies
+from gateway.supervisor.connection import Commands
 
-from gateway.supervisor import keys
 
-
-async def entries(client: aioredis.Redis, types: Sequence[str], limit: int) -> list[dict[str, Any]]:
+async def entries(client: Commands, types: Sequence[str], limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` dead-lettered jobs of ``types``, newest first: each
     type's dead-letter list and its stream, read in one round trip."""
-    async with client.pipeline(transaction=False) as pipe:
-        for name in types:
-            pipe.lrange(keys.dlq(name), 0, limit - 1)
-            pipe.xrevrange(keys.dlq_stream(name), count=limit)
-        rows = await pipe.execute()
+    commands: list[tuple[str | int, ...]] = []
+    for name in types:
+        commands.append(("LRANGE", keys.dlq(name), 0, limit - 1))
+        commands.append(("XREVRANGE", keys.dlq_stream(name), "+", "-", "COUNT", limit))
+    rows = await client.pipeline(commands)
     found = []
     for name, listed, streamed in zip(types, rows[::2], rows[1::2], strict=True):
         found += [dict(json.loads(raw), script_type=name) for raw in listed]
-        found += [_stream_entry(name, entry, f) for entry, f in streamed]
+        found += [_stream_entry(name, entry, f) for entry, f in replies.entries(streamed)]
     return sorted(found, key=lambda e: e.get("ts", 0), reverse=True)[:limit]
 
 

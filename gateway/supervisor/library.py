@@ -24,7 +24,6 @@ from gateway.config import Config
 from gateway.model.library import Call, Reply
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands
-from gateway.supervisor.wire import Wire
 
 R = TypeVar("R")
 
@@ -85,15 +84,15 @@ async def call(client: Commands, config: Config, fcall: Call[R]) -> R:
     return fcall.decode(Reply(reply))
 
 
-async def pipeline(wire: Wire, config: Config, calls: Sequence[Call[R]]) -> list[R | Exception]:
+async def pipeline(wire: Commands, config: Config, calls: Sequence[Call[R]]) -> list[R | Exception]:
     """Many Function calls in one pipeline, each decoded; the error of a call
     that failed stands in its place. A lost library is loaded again and the
     whole pipeline sent once more (nothing of it ran)."""
     commands = [c.command(config) for c in calls]
-    replies = await wire.pipeline(commands)
+    replies = await wire.pipeline(commands, errors_in_place=True)
     if any(lost_library(r) for r in replies):
         await load(wire)
-        replies = await wire.pipeline(commands)
+        replies = await wire.pipeline(commands, errors_in_place=True)
     return [
         r if isinstance(r, Exception) else c.decode(Reply(r))
         for c, r in zip(calls, replies, strict=True)
@@ -112,8 +111,7 @@ async def load(client: Commands) -> bool:
     try:
         await client.execute_command("FUNCTION", "LOAD", "REPLACE", source())
     except ResponseError as exc:
-        # redis-py names the refusal by its class, hiredis (wire.Wire) by its text
-        if not isinstance(exc, NoPermissionError) and not str(exc).startswith("NOPERM"):
+        if not isinstance(exc, NoPermissionError):  # redis-py names the refusal by its class
             raise
         return False
     return True

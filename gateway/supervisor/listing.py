@@ -12,11 +12,11 @@ import math
 import re
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from gateway.errors import InvalidParams
 from gateway.model.job import decode
 from gateway.supervisor import keys
+from gateway.supervisor.connection import Commands
+from gateway.supervisor.replies import pairs, scored
 
 _BATCH = 200
 
@@ -47,7 +47,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
 
 
 async def page(
-    client: aioredis.Redis,
+    client: Commands,
     *,
     status: str | None,
     script_type: str | None,
@@ -63,24 +63,18 @@ async def page(
     jobs: list[dict[str, Any]] = []
     last: tuple[float, str] | None = None
     while len(jobs) <= limit:
-        batch = await client.zrevrangebyscore(
-            index,
-            top,
-            "-inf",
-            start=offset,
-            num=_BATCH,
-            withscores=True,
+        batch = scored(
+            await client.execute_command(
+                "ZREVRANGEBYSCORE", index, top, "-inf", "WITHSCORES", "LIMIT", offset, _BATCH
+            )
         )
         if not batch:
             break
         offset += len(batch)
         # Same-score members come in descending id order: skip those already returned.
         fresh = [(m, s) for m, s in batch if after is None or s < after[0] or m < after[1]]
-        async with client.pipeline(transaction=False) as pipe:
-            for member, _ in fresh:
-                pipe.hgetall(keys.job(member))
-            rows = await pipe.execute()
-        for (member, score), raw in zip(fresh, rows, strict=True):
+        rows = await client.pipeline([("HGETALL", keys.job(member)) for member, _ in fresh])
+        for (member, score), raw in zip(fresh, map(pairs, rows), strict=True):
             if not raw or any(v and raw.get(k) != v for k, v in want.items()):
                 continue
             if len(jobs) == limit:

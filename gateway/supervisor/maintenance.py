@@ -26,13 +26,11 @@ import time
 import uuid
 from typing import TypeVar
 
-import redis.asyncio as aioredis
-
 from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import keys, library, presence
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, Commands
 
 log = logging.getLogger("gateway.supervisor.maintenance")
 R = TypeVar("R")
@@ -43,7 +41,7 @@ class Maintenance:
     #: long (an actor killed before its clean exit) is removed from the group.
     stale_consumer_after = 3600.0
 
-    def __init__(self, client: aioredis.Redis, config: Config) -> None:
+    def __init__(self, client: Commands, config: Config) -> None:
         self._client = client
         self._config = config
         self._interval = config.maintenance_interval
@@ -56,8 +54,8 @@ class Maintenance:
         self._task = asyncio.create_task(self._run(), name="hero-maintenance")
 
     async def stop(self) -> None:
-        """Let the current tick finish (cancelling a redis-py call mid-flight can
-        leave a pooled connection in a bad state), then end the loop."""
+        """Let the current tick finish (a Function call cancelled mid-flight
+        may or may not have run), then end the loop."""
         self._stopping.set()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
@@ -94,10 +92,12 @@ class Maintenance:
             self._next_fold = time.monotonic() + self._config.presence_ttl / 3
             await presence.fold(self._client, self._config.presence_ttl)
         now_ms = int(time.time() * 1000)
-        for lease in await self._client.zrangebyscore(keys.ACTORS, "-inf", now_ms):
+        for lease in await self._client.execute_command(
+            "ZRANGEBYSCORE", keys.ACTORS, "-inf", now_ms
+        ):
             parts = keys.parse_presence(lease)
             if parts is None:
-                await self._client.zrem(keys.ACTORS, lease)
+                await self._client.execute_command("ZREM", keys.ACTORS, lease)
                 continue
             deaths = self._config.max_actor_deaths
             n = await self._call(functions.reap(lease, keys.held(*parts), deaths, ttl_ms))

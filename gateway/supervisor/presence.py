@@ -17,10 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from gateway import __version__
 from gateway.supervisor import keys
+from gateway.supervisor.connection import Commands, scan
 
 
 def record(
@@ -40,53 +39,49 @@ def record(
     }
 
 
-async def beat(client: aioredis.Redis, info: dict[str, Any], ttl: int) -> None:
+async def beat(client: Commands, info: dict[str, Any], ttl: int) -> None:
     key = keys.presence(info["script_type"], info["group"], info["instance"])
     info = dict(info, last_heartbeat=time.time())
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.set(key, json.dumps(info), ex=ttl)
-        pipe.zadd(keys.ACTORS, {key: int((time.time() + ttl) * 1000)})
-        await pipe.execute()
+    await client.pipeline(
+        [
+            ("SET", key, json.dumps(info), "EX", ttl),
+            ("ZADD", keys.ACTORS, int((time.time() + ttl) * 1000), key),
+        ]
+    )
 
 
-async def leave(client: aioredis.Redis, info: dict[str, Any]) -> None:
+async def leave(client: Commands, info: dict[str, Any]) -> None:
     key = keys.presence(info["script_type"], info["group"], info["instance"])
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.delete(key)
-        pipe.zrem(keys.ACTORS, key)
-        await pipe.execute()
+    await client.pipeline([("DEL", key), ("ZREM", keys.ACTORS, key)])
 
 
-async def fold(client: aioredis.Redis, ttl: int) -> int:
+async def fold(client: Commands, ttl: int) -> int:
     """Put every live presence key into the index, ours or an outside actor's
     (the protocol asks no more of an actor than its key). Run by the
     maintenance leader, never on a request, since it SCANs. A deadline is
     only ever moved later (``GT``), so a fold never undoes ``hero_watch``.
     Returns how many keys it saw."""
-    found = [key async for key in client.scan_iter(match=keys.presence("*", "*", "*"), count=1000)]
-    found = [key for key in found if _named(key)]
+    found = [key for key in await scan(client, keys.presence("*", "*", "*")) if _named(key)]
     if not found:
         return 0
-    async with client.pipeline(transaction=False) as pipe:
-        for key in found:
-            pipe.pttl(key)
-        left = await pipe.execute()
+    left = await client.pipeline([("PTTL", key) for key in found])
     now_ms = int(time.time() * 1000)
     scores = {k: now_ms + (ms if ms >= 0 else ttl * 1000) for k, ms in zip(found, left, strict=True)
               if ms != -2}  # fmt: skip
     if scores:
-        await client.zadd(keys.ACTORS, scores, gt=True)
+        members = [x for key, score in scores.items() for x in (score, key)]
+        await client.execute_command("ZADD", keys.ACTORS, "GT", *members)
     return len(scores)
 
 
-async def live(client: aioredis.Redis, script_type: str | None = None) -> list[dict[str, Any]]:
+async def live(client: Commands, script_type: str | None = None) -> list[dict[str, Any]]:
     """Instances in the index whose presence key is there now. Outside actors'
     JSON may lack our fields or be no JSON at all: the key names the instance."""
-    members: list[str] = await client.zrange(keys.ACTORS, 0, -1)
+    members: list[str] = await client.execute_command("ZRANGE", keys.ACTORS, 0, -1)
     if not members:
         return []
     actors = []
-    for member, raw in zip(members, await client.mget(members), strict=True):
+    for member, raw in zip(members, await client.execute_command("MGET", *members), strict=True):
         parts = keys.parse_presence(member)
         if raw is None or parts is None:  # expired, not yet reaped
             continue

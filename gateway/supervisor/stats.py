@@ -18,10 +18,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.supervisor import keys, presence
+from gateway.supervisor.connection import Commands
+from gateway.supervisor.replies import records
 
 
 def _age(iso: str | None, now: float) -> float | None:
@@ -47,10 +48,10 @@ def _row(key: str, parts: dict[str, Any], mode: str, lag: int, pending: int) -> 
     }
 
 
-async def queue_stats(client: aioredis.Redis, script_type: str | None) -> list[dict[str, Any]]:
+async def queue_stats(client: Commands, script_type: str | None) -> list[dict[str, Any]]:
     lists: list[tuple[str, dict[str, Any]]] = []
     streams: list[tuple[str, dict[str, Any]]] = []
-    for key in sorted(await client.smembers(keys.QUEUES)):
+    for key in sorted(await client.execute_command("SMEMBERS", keys.QUEUES)):
         parts: dict[str, Any] | None = keys.parse_work_queue(key)
         stream_type = keys.parse_work_stream(key)
         if stream_type is not None:
@@ -74,29 +75,24 @@ async def queue_stats(client: aioredis.Redis, script_type: str | None) -> list[d
 
 
 async def _list_rows(
-    client: aioredis.Redis,
+    client: Commands,
     queues: list[tuple[str, dict[str, Any]]],
     actors: list[dict[str, Any]],
     now: float,
 ) -> list[dict[str, Any]]:
     held_keys = [keys.held(a["script_type"], a["group"], a["instance"]) for a in actors]
-    async with client.pipeline(transaction=False) as pipe:
-        for key, _ in queues:
-            pipe.llen(key)
-            pipe.lindex(key, -1)
-        for held in held_keys:
-            pipe.lrange(held, 0, -1)
-        replies = await pipe.execute()
+    commands: list[tuple[str | int, ...]] = []
+    for key, _ in queues:
+        commands += [("LLEN", key), ("LINDEX", key, -1)]
+    commands += [("LRANGE", held, 0, -1) for held in held_keys]
+    replies = await client.pipeline(commands)
     lengths = replies[: 2 * len(queues) : 2]
     oldest = replies[1 : 2 * len(queues) : 2]
     held_ids = [job_id for ids in replies[2 * len(queues) :] for job_id in ids]
 
-    async with client.pipeline(transaction=False) as pipe:
-        for job_id in oldest:
-            pipe.hget(keys.job(job_id or "-"), "updated_at")
-        for job_id in held_ids:
-            pipe.hget(keys.job(job_id), "queue")
-        replies = await pipe.execute()
+    commands = [("HGET", keys.job(job_id or "-"), "updated_at") for job_id in oldest]
+    commands += [("HGET", keys.job(job_id), "queue") for job_id in held_ids]
+    replies = await client.pipeline(commands)
     since = replies[: len(oldest)]
     pending: dict[str, int] = {}
     for queue in replies[len(oldest) :]:
@@ -111,7 +107,7 @@ async def _list_rows(
 
 
 async def _stream_rows(
-    client: aioredis.Redis, streams: list[tuple[str, dict[str, Any]]], now: float
+    client: Commands, streams: list[tuple[str, dict[str, Any]]], now: float
 ) -> list[dict[str, Any]]:
     rows = []
     for key, parts in streams:
@@ -122,20 +118,19 @@ async def _stream_rows(
         if group and row["lag"]:
             # the next entry after the last delivered one waits longest; its id
             # is the time it was dispatched
-            after = await client.xrange(key, f"({group['last-delivered-id']}", "+", count=1)
+            after = await client.execute_command(
+                "XRANGE", key, f"({group['last-delivered-id']}", "+", "COUNT", 1
+            )
             if after:
                 row["oldest_age"] = max(0.0, now - int(after[0][0].split("-")[0]) / 1000)
         rows.append(row)
     return rows
 
 
-async def _stream_group(client: aioredis.Redis, key: str) -> tuple[int, dict[str, Any] | None]:
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.xlen(key)
-        pipe.xinfo_groups(key)
-        try:
-            length, groups = await pipe.execute()
-        except ResponseError:  # the key is gone (deleted by an operator)
-            return 0, None
-    mine = [g for g in groups if g["name"] == keys.STREAM_GROUP]
+async def _stream_group(client: Commands, key: str) -> tuple[int, dict[str, Any] | None]:
+    try:
+        length, groups = await client.pipeline([("XLEN", key), ("XINFO", "GROUPS", key)])
+    except ResponseError:  # the key is gone (deleted by an operator)
+        return 0, None
+    mine = [g for g in records(groups) if g["name"] == keys.STREAM_GROUP]
     return int(length), (mine[0] if mine else None)

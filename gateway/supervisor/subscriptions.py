@@ -14,12 +14,11 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Collection
 
-import redis.asyncio as aioredis
-
 from gateway.errors import InvalidParams
 from gateway.model import Event, StreamId
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE, xrange_after
+from gateway.supervisor.connection import UNAVAILABLE, Commands
+from gateway.supervisor.replies import entries
 
 _REPLAY_PAGE = 1000
 
@@ -89,7 +88,7 @@ class Subscription:
 
 
 class Subscriptions:
-    def __init__(self, client: aioredis.Redis, *, maxsize: int = 1000) -> None:
+    def __init__(self, client: Commands, *, maxsize: int = 1000) -> None:
         self._client = client
         self._maxsize = maxsize
         self._subs: dict[str, Subscription] = {}
@@ -175,7 +174,11 @@ class Subscriptions:
         last = StreamId.parse(since)
         try:
             while True:
-                page = await xrange_after(self._client, keys.EVENTS, cursor, _REPLAY_PAGE)
+                page = entries(
+                    await self._client.execute_command(
+                        "XRANGE", keys.EVENTS, f"({cursor}", "+", "COUNT", _REPLAY_PAGE
+                    )
+                )
                 for entry_id, fields in page:
                     event = Event.from_entry(entry_id, fields)
                     last = event.id

@@ -2,9 +2,9 @@
 
 The RPC layer calls these methods and nothing else. Each operation is one
 Redis round trip where it can be (a Function call doing the whole
-transition). Function calls, the job path, go out on one multiplexed
-``Wire`` (the calls of one loop turn in one write); other commands share one
-small connection pool; waits and subscriptions are served from one events
+transition). Every command goes out on one multiplexed ``Wire`` (the
+calls of one loop turn leave together); the events reader's blocking XREAD
+has a Wire of its own, and waits and subscriptions are served from that one
 reader per process.
 """
 
@@ -15,8 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-import redis.asyncio as aioredis
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
@@ -37,6 +35,7 @@ from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
+from gateway.supervisor.replies import pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -48,9 +47,9 @@ R = TypeVar("R")
 
 
 class Supervisor:
-    def __init__(self, config: Config, client: aioredis.Redis) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self.redis = client
+        #: The process's one connection for every command (the Commands port).
         self.wire = Wire(config.redis, "supervisor-jobs")
         self.waits = WaitHub(
             self.wire,
@@ -58,7 +57,7 @@ class Supervisor:
             compat=config.compat_legacy,
             reconcile=self.reconcile,
         )
-        self.subscriptions = Subscriptions(client)
+        self.subscriptions = Subscriptions(self.wire)
         # Waits need only terminal events at once; subscribers need them all.
         self._reader = EventReader(
             Wire(config.redis, "events"),
@@ -67,7 +66,7 @@ class Supervisor:
         )
         self._reader.add_listener(self.waits.on_events)
         self._reader.add_listener(self.subscriptions.on_events)
-        self.maintenance = Maintenance(client, config)
+        self.maintenance = Maintenance(self.wire, config)
         self.watching = False
 
     @classmethod
@@ -77,9 +76,12 @@ class Supervisor:
         """``watch=False``: a producer that only submits and manages jobs; it does
         not tail the events stream (no waits, no subscriptions), which would
         otherwise cost it as much CPU as a third of its submits."""
-        client = connection.pooled(config.redis, config.redis_max_connections, "supervisor")
-        await library.load(client)
-        sup = cls(config, client)
+        sup = cls(config)
+        try:
+            await library.load(sup.wire)
+        except BaseException:
+            await sup.wire.aclose()
+            raise
         if watch:
             await sup._reader.start()
             sup.waits.start()
@@ -97,11 +99,10 @@ class Supervisor:
         await self.waits.stop()
         await self._reader.stop()
         await self.wire.aclose()
-        await self.redis.aclose()
 
     async def ping(self) -> bool:
         try:
-            return bool(await self.redis.ping())
+            return bool(await self.wire.execute_command("PING"))
         except connection.UNAVAILABLE:
             return False
 
@@ -228,7 +229,7 @@ class Supervisor:
 
     @guarded
     async def get(self, job_id: str) -> dict[str, Any]:
-        raw = await self.redis.hgetall(keys.job(job_id))
+        raw = pairs(await self.wire.execute_command("HGETALL", keys.job(job_id)))
         if not raw:
             raise JobNotFound(job_id)
         return decode(raw)
@@ -238,7 +239,9 @@ class Supervisor:
         """The job's caller_id ("" when none: an outside producer's job, an
         admin's alone); JobNotFound when there is no such job. One round trip
         either way, so a missing job and another caller's take the same time."""
-        status, caller = await self.redis.hmget(keys.job(job_id), "status", "caller_id")
+        status, caller = await self.wire.execute_command(
+            "HMGET", keys.job(job_id), "status", "caller_id"
+        )
         if status is None:
             raise JobNotFound(job_id)
         return caller or ""
@@ -257,7 +260,7 @@ class Supervisor:
         if not 1 <= limit <= 500:
             raise InvalidParams("limit must be between 1 and 500")
         return await listing.page(
-            self.redis,
+            self.wire,
             status=status,
             script_type=script_type,
             caller_id=caller_id,
@@ -290,8 +293,8 @@ class Supervisor:
         # every ended job (a job that ended this very millisecond included).
         cutoff = str(int((time.time() - older_than) * 1000)) if older_than > 0 else "+inf"
         deleted = 0
-        while ids := await self.redis.zrangebyscore(
-            keys.index_status(status), "-inf", cutoff, start=0, num=500
+        while ids := await self.wire.execute_command(
+            "ZRANGEBYSCORE", keys.index_status(status), "-inf", cutoff, "LIMIT", 0, 500
         ):
             calls = [functions.delete(job_id) for job_id in ids]
             for done in await library.pipeline(self.wire, self.config, calls):
@@ -302,10 +305,9 @@ class Supervisor:
 
     @guarded
     async def logs(self, job_id: str) -> dict[str, Any]:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.exists(keys.job(job_id))
-            pipe.get(keys.logs(job_id))
-            exists, text = await pipe.execute()
+        exists, text = await self.wire.pipeline(
+            [("EXISTS", keys.job(job_id)), ("GET", keys.logs(job_id))]
+        )
         if not exists:
             raise JobNotFound(job_id)
         return {"job_id": job_id, "logs": text or ""}
@@ -331,11 +333,11 @@ class Supervisor:
 
     @guarded
     async def actors(self, script_type: str | None = None) -> list[dict[str, Any]]:
-        return await presence.live(self.redis, script_type)
+        return await presence.live(self.wire, script_type)
 
     @guarded
     async def queue_stats(self, script_type: str | None = None) -> list[dict[str, Any]]:
-        return await stats.queue_stats(self.redis, script_type)
+        return await stats.queue_stats(self.wire, script_type)
 
     async def reconcile(self, job_id: str) -> None:
         """Catch up with a status an actor we did not write put straight into the hash."""
@@ -348,7 +350,7 @@ class Supervisor:
         """Dead-lettered jobs, newest first, per type (all configured types when
         none given): the type's dead-letter list and, in stream mode, its stream."""
         types = [script_type] if script_type else list(self.config.script_types)
-        return await dlq.entries(self.redis, types, limit)
+        return await dlq.entries(self.wire, types, limit)
 
     @guarded
     async def dlq_replay(self, script_type: str, job_ids: list[str] | None = None) -> list[str]:
@@ -358,10 +360,7 @@ class Supervisor:
     @guarded
     async def status_counts(self) -> dict[str, int]:
         """How many jobs are in each status right now (from the status indexes)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for status in STATUSES:
-                pipe.zcard(keys.index_status(status))
-            counts = await pipe.execute()
+        counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
     def add_event_listener(self, listener: Callable[[list[Event]], None]) -> None:
@@ -370,7 +369,7 @@ class Supervisor:
 
     @guarded
     async def report(self) -> dict[str, Any] | None:
-        raw = await self.redis.get(keys.STATS_REPORT)
+        raw = await self.wire.execute_command("GET", keys.STATS_REPORT)
         return json.loads(raw) if raw else None
 
 

@@ -1,25 +1,34 @@
-"""A lean, multiplexed Redis connection for the job path.
+"""A lean, multiplexed Redis connection: the supervisor's and the actor's one client.
 
 redis-py's asyncio client spends about 60 µs of Python per command around a
-25 µs loopback round trip (pool checkout, a lock per connection, a stream
-reader): measured with uvloop, a PING took 94 µs through the pool and 32 µs
-here. Every hop of a run-and-wait is one such call, so the commands on the
-job path (``hero_submit_many``, ``hero_cycle``, the events ``XREAD`` and the
-actors' wake-up channels) go through a ``Wire`` instead:
+25 µs loopback round trip (pool checkout, a lock per connection): measured
+with uvloop, a PING took 94 µs through the pool and 32 µs on the wire
+(``bench/wire_ping.py``; figures in ``bench/analysis.md``). Every
+hop of a run-and-wait is one such call, so every command of the supervisor
+and the actor goes through a ``Wire``:
 
 - one socket, shared by every caller of the process, with no checkout: a
   command is queued at once and its reply matched to it in order, since
   Redis answers the commands of one connection in the order they came;
-- the commands queued in one turn of the event loop leave in one write, so
-  concurrent callers are pipelined without asking for it;
-- hiredis parses the replies, decoded as UTF-8 like the pooled clients.
+- the first caller of a turn of the event loop writes at once, and the
+  callers after it in the same turn leave together in a second write, so
+  concurrent callers are pipelined without asking for it while a lone one
+  pays no hop through a writer task;
+- the socket is one of redis-py's own connections, built from the URL by
+  its public pieces (``ConnectionPool.from_url`` → ``make_connection`` →
+  ``connect``): TLS, AUTH, SELECT, CLIENT SETNAME, timeouts and TCP
+  keepalive are redis-py's, so a URL means the same here as anywhere. The
+  wire only multiplexes it, with ``send_packed_command`` and a reader loop
+  on ``read_response``, and never uses the pool itself.
 
 The errors are redis-py's, so callers keep one set of ``except`` clauses:
-``ResponseError`` for an error reply (a transient one such as LOADING is a
-``connection.RedisNotReady``, a ``ConnectionError``), ``ConnectionError`` when the socket is
-lost (every command in flight fails with it and nothing is re-sent, since
-a command may have run), ``TimeoutError`` when connecting takes too long.
-The next command after a loss connects again.
+``ResponseError`` for an error reply (a transient one such as BUSY is a
+``connection.RedisNotReady``, a ``ConnectionError``; redis-py raises LOADING
+as a ``ConnectionError`` and drops the socket), ``ConnectionError`` when the
+socket is lost (every command in flight fails with it and nothing is
+re-sent, since a command may have run: an actor's ``hero_cycle`` must never
+run twice), ``TimeoutError`` when connecting takes too long. The next
+command after a loss connects again.
 
 A ``Subscriber`` is the same connection in pub/sub mode: Redis pushes
 messages to it, and they go to a callback instead of a waiting caller.
@@ -30,55 +39,124 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import socket
-import ssl
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import hiredis
-from redis.asyncio.connection import parse_url
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.supervisor.connection import reply_error
-
-CONNECT_TIMEOUT = 2.0
+from gateway.supervisor.connection import CONNECT_TIMEOUT, RedisNotReady, connection, reply_error
 
 Push = Callable[[list[Any]], None]
 
 
-class _Protocol(asyncio.Protocol):
-    """Replies in, one future each; or, in pub/sub mode, pushes to ``on_push``."""
+class _Link:
+    """One connected redis-py connection, multiplexed: replies in, one future
+    each; or, in pub/sub mode, pushes to ``on_push``."""
 
-    def __init__(self) -> None:
-        self._reader = hiredis.Reader(encoding="utf-8", replyError=ResponseError)
+    def __init__(self, conn: AbstractConnection) -> None:
+        loop = asyncio.get_running_loop()
+        self.conn = conn
         #: Set once the handshake is answered, for a connection in pub/sub mode.
         self.on_push: Push | None = None
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self.transport: asyncio.Transport | None = None
-        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.lost: asyncio.Future[None] = loop.create_future()
         self._outgoing: list[bytes] = []
+        self._wrote = False  # a caller of this loop turn wrote already
+        self._queued: asyncio.Future[None] = loop.create_future()
+        self._reader = loop.create_task(self._read(), name="wire-reader")
+        self._writer = loop.create_task(self._write(), name="wire-writer")
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+    @property
+    def up(self) -> bool:
+        return not self.lost.done()
 
-    def data_received(self, data: bytes) -> None:
-        self._reader.feed(data)
-        while (reply := self._reader.gets()) is not False:
-            if self.on_push is not None:
-                self.on_push(reply)
-                continue
-            future = self.waiting.popleft()
-            if future.done():  # its caller gave up; the reply still had its turn
-                continue
-            if isinstance(reply, ResponseError):
-                future.set_exception(reply_error(reply))
-            else:
-                future.set_result(reply)
+    async def send(self, commands: Sequence[Sequence[Any]]) -> list[asyncio.Future[Any]]:
+        """Write ``commands`` (see ``post``); a future for each reply."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in commands]
+        self.waiting.extend(futures)  # in the order of the bytes: no await before the write
+        try:
+            await self.post(commands)
+        except BaseException:
+            for future in futures:
+                future.cancel()  # its turn in ``waiting`` still comes, and is skipped
+            raise
+        return futures
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
+    async def post(self, commands: Sequence[Sequence[Any]]) -> None:
+        """Write ``commands`` whose answers come as pushes (pub/sub mode).
+
+        The first caller of a loop turn writes at once, itself; the callers
+        after it in the same turn are queued and leave together in the
+        writer's one write when the turn ends. A lone caller so pays no hop
+        through another task, and a crowd pays one for all of it."""
+        if not self.up or not self.conn.is_connected:  # else redis-py would dial again
+            raise RedisConnectionError("connection to Redis lost")
+        packed = [hiredis.pack_command(tuple(c)) for c in commands]
+        if not packed:
+            return
+        if self._outgoing or self._wrote:
+            if not self._outgoing:
+                self._queued.set_result(None)  # the writer runs after this turn's callers
+            self._outgoing += packed
+            return
+        self._wrote = True
+        asyncio.get_running_loop().call_soon(self._next_turn)
+        await self.conn.send_packed_command(packed, check_health=False)
+
+    def _next_turn(self) -> None:
+        self._wrote = False
+
+    async def _write(self) -> None:
+        """Write what the callers of each loop turn queued, in one write."""
+        loop = asyncio.get_running_loop()
+        conn = self.conn
+        try:
+            while True:
+                await self._queued
+                self._queued = loop.create_future()
+                data, self._outgoing = b"".join(self._outgoing), []
+                if not conn.is_connected:  # lost: redis-py would dial again
+                    break
+                await conn.send_packed_command(data, check_health=False)
+        except Exception:
+            pass
+        self._reader.cancel()
+
+    async def _read(self) -> None:
+        conn = self.conn
+        try:
+            while True:
+                try:
+                    reply: Any = await conn.read_response()
+                except ResponseError as exc:
+                    reply = reply_error(exc)
+                except RedisConnectionError as exc:
+                    if isinstance(exc, BusyLoadingError) and self.waiting:
+                        future = self.waiting.popleft()  # LOADING: redis-py dropped the socket
+                        if not future.done():
+                            future.set_exception(RedisNotReady(str(exc)))
+                    raise
+                if self.on_push is not None:
+                    self.on_push(reply)
+                    continue
+                future = self.waiting.popleft()
+                if future.done():  # its caller gave up; the reply still had its turn
+                    continue
+                if isinstance(reply, Exception):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)
+        except (Exception, asyncio.CancelledError):
+            pass
+        finally:
+            self._end()
+
+    def _end(self) -> None:
         error = RedisConnectionError("connection to Redis lost")
         while self.waiting:
             future = self.waiting.popleft()
@@ -86,38 +164,29 @@ class _Protocol(asyncio.Protocol):
                 future.set_exception(error)
         if not self.lost.done():
             self.lost.set_result(None)
+        self._writer.cancel()
 
-    def send(self, commands: Sequence[Sequence[Any]]) -> list[asyncio.Future[Any]]:
-        """Queue ``commands`` for this turn's write; a future for each reply."""
-        loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in commands]
-        self.post(commands)
-        self.waiting.extend(futures)
-        return futures
-
-    def post(self, commands: Sequence[Sequence[Any]]) -> None:
-        """Queue ``commands`` whose answers come as pushes (pub/sub mode)."""
-        if self.transport is None or self.transport.is_closing():
-            raise RedisConnectionError("connection to Redis lost")
-        if not self._outgoing:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._outgoing += [hiredis.pack_command(tuple(c)) for c in commands]
-
-    def _flush(self) -> None:
-        data, self._outgoing = b"".join(self._outgoing), []
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+    async def close(self) -> None:
+        """Close the socket: every command in flight fails at once."""
+        for task in (self._reader, self._writer):
+            task.cancel()
+        for task in (self._reader, self._writer):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._end()  # a reader cancelled before its first step never ran its ``finally``
+        await self.conn.disconnect(nowait=True)
 
 
 class Wire:
-    """One multiplexed connection to the Redis at ``url``; see the module docstring."""
+    """One multiplexed connection to the Redis at ``url``; see the module docstring.
+    The one implementation of ``connection.Commands``."""
 
     def __init__(
         self, url: str, name: str, *, on_push: Push | None = None, track: Sequence[str] = ()
     ) -> None:
         self._url = url
-        self._name = f"hero-gateway/{name}"
-        self._protocol: _Protocol | None = None
+        self._name = name
+        self._link: _Link | None = None
         self._connecting: asyncio.Lock | None = None
         self._on_push = on_push
         self._track = track
@@ -126,17 +195,22 @@ class Wire:
         self._closed = False
 
     async def execute_command(self, *args: Any) -> Any:
-        """The reply to one command (same name and shape as redis-py's, so
-        ``library.call`` takes either)."""
-        protocol = self._protocol or await self._connect()
-        (future,) = protocol.send([args])
+        """The reply to one command; an error reply raises (same name and shape
+        as redis-py's)."""
+        link = self._link or await self._connect()
+        (future,) = await link.send([args])
         return await future
 
-    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """Every command's reply in order; an error reply stands in its place
-        as a ``ResponseError``. A lost connection raises."""
-        protocol = self._protocol or await self._connect()
-        futures = protocol.send(commands)
+    async def pipeline(
+        self, commands: Sequence[Sequence[Any]], *, errors_in_place: bool = False
+    ) -> list[Any]:
+        """Every command's reply in order, sent in one write. An error reply
+        raises, the first one, once every reply is in (redis-py's rule), unless
+        ``errors_in_place``: then it stands in its place as a ``ResponseError``,
+        for a batch whose commands are answered one by one (a submission). A
+        lost connection raises either way."""
+        link = self._link or await self._connect()
+        futures = await link.send(commands)
         replies: list[Any] = []
         try:
             for future in futures:  # answered in order: no gather needed
@@ -151,90 +225,68 @@ class Wire:
                 elif not future.cancelled():
                     future.exception()  # retrieved, so asyncio does not log it
             raise
+        if not errors_in_place:
+            for reply in replies:
+                if isinstance(reply, ResponseError):
+                    raise reply
         return replies
 
     async def post(self, *args: Any) -> asyncio.Future[None]:
         """Send a command whose answer comes as a push (``on_push`` connections:
         SUBSCRIBE); the returned future ends when this connection is lost."""
-        protocol = self._protocol or await self._connect()
-        protocol.post([args])
-        return asyncio.shield(protocol.lost)  # a cancelled waiter must not end it
+        link = self._link or await self._connect()
+        await link.post([args])
+        return asyncio.shield(link.lost)  # a cancelled waiter must not end it
 
     async def aclose(self) -> None:
         """Close the socket: a command in flight (a BLOCKing read too) fails at once."""
         self._closed = True
-        protocol, self._protocol = self._protocol, None
-        if protocol is not None and protocol.transport is not None:
-            protocol.transport.close()
-            await protocol.lost
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
 
-    async def _connect(self) -> _Protocol:
+    async def _connect(self) -> _Link:
         if self._closed:
             raise RedisConnectionError("connection closed")
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:  # one dial for every caller that found it down
-            if self._protocol is not None:
-                return self._protocol
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    protocol = await self._dial()
-            except TimeoutError:
-                raise RedisTimeoutError("timed out connecting to Redis") from None
-            except OSError as exc:
-                raise RedisConnectionError(f"cannot connect to Redis: {exc.strerror}") from None
+            if self._link is not None:
+                return self._link
+            link = await self._dial()
             if self._closed:
-                if protocol.transport is not None:
-                    protocol.transport.close()
+                await link.close()
                 raise RedisConnectionError("connection closed")
-            protocol.lost.add_done_callback(lambda _: self._forget(protocol))
-            self._protocol = protocol
-            return protocol
+            link.lost.add_done_callback(lambda _: self._forget(link))
+            self._link = link
+            return link
 
-    def _forget(self, protocol: _Protocol) -> None:
-        if self._protocol is protocol:
-            self._protocol = None
+    def _forget(self, link: _Link) -> None:
+        if self._link is link:
+            self._link = None
 
-    async def _dial(self) -> _Protocol:
-        loop = asyncio.get_running_loop()
-        options = parse_url(self._url)
-        protocol = _Protocol()
-        if "path" in options:
-            await loop.create_unix_connection(lambda: protocol, options["path"])
-        else:
-            await loop.create_connection(
-                lambda: protocol,
-                options.get("host", "localhost"),
-                options.get("port", 6379),
-                ssl=_tls(options) if "connection_class" in options else None,
-            )
-        assert protocol.transport is not None
-        sock = protocol.transport.get_extra_info("socket")
-        if sock is not None and "path" not in options:
-            _keep_alive(sock)
-        handshake: list[tuple[Any, ...]] = []
-        if options.get("password"):
-            user = options.get("username")
-            password = options["password"]
-            handshake.append(("AUTH", user, password) if user else ("AUTH", password))
-        if options.get("db"):
-            handshake.append(("SELECT", options["db"]))
-        handshake.append(("CLIENT", "SETNAME", self._name))
+    async def _dial(self) -> _Link:
+        conn = connection(self._url, self._name)
         try:
-            for future in protocol.send(handshake):
-                await future
-            self.tracking = bool(self._track) and await _track(protocol, self._track)
-        except BaseException as exc:
-            if protocol.transport is not None:
-                protocol.transport.close()
-            if isinstance(exc, ResponseError):  # AUTH or SELECT refused: unusable, like a refusal
-                raise RedisConnectionError(f"Redis refused the connection: {exc}") from None
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await conn.connect()  # socket, TLS, AUTH, SELECT, SETNAME: redis-py's
+        except TimeoutError:
+            await conn.disconnect(nowait=True)
+            raise RedisTimeoutError("timed out connecting to Redis") from None
+        except (AuthenticationError, ResponseError) as exc:  # AUTH or SELECT refused
+            await conn.disconnect(nowait=True)
+            raise RedisConnectionError(f"Redis refused the connection: {exc}") from None
+        link = _Link(conn)
+        try:
+            self.tracking = bool(self._track) and await _track(link, self._track)
+        except BaseException:
+            await link.close()
             raise
-        protocol.on_push = self._on_push  # the handshake was answered as ordinary replies
-        return protocol
+        link.on_push = self._on_push  # the handshake was answered as ordinary replies
+        return link
 
 
-async def _track(protocol: _Protocol, prefixes: Sequence[str]) -> bool:
+async def _track(link: _Link, prefixes: Sequence[str]) -> bool:
     """Broadcast tracking of the keys under ``prefixes``, redirected to this same
     connection, subscribed to ``INVALIDATE``: Redis names every such key
     written by anyone (no keyspace notifications, so no server setting).
@@ -242,17 +294,17 @@ async def _track(protocol: _Protocol, prefixes: Sequence[str]) -> bool:
     without CLIENT TRACKING or that channel, an old server)."""
     tracking = False
     try:
-        (client_id,) = protocol.send([("CLIENT", "ID")])
+        (client_id,) = await link.send([("CLIENT", "ID")])
         command = ["CLIENT", "TRACKING", "ON", "REDIRECT", await client_id, "BCAST"]
         for prefix in prefixes:
             command += ["PREFIX", prefix]
-        (reply,) = protocol.send([command])
+        (reply,) = await link.send([command])
         tracking = await reply == "OK"
-        (reply,) = protocol.send([("SUBSCRIBE", INVALIDATE)])
+        (reply,) = await link.send([("SUBSCRIBE", INVALIDATE)])
         await reply
     except ResponseError:
         if tracking:
-            (reply,) = protocol.send([("CLIENT", "TRACKING", "OFF")])
+            (reply,) = await link.send([("CLIENT", "TRACKING", "OFF")])
             await reply
         return False
     return True
@@ -260,33 +312,6 @@ async def _track(protocol: _Protocol, prefixes: Sequence[str]) -> bool:
 
 #: The channel on which a tracking connection in RESP2 hears of written keys.
 INVALIDATE = "__redis__:invalidate"
-
-
-#: TCP keepalive: idle seconds before the first probe, seconds between probes,
-#: probes. A Redis host that vanished without closing (a partition, a dead
-#: VM) fails the calls in flight after about a minute instead of the
-#: kernel's two hours; nothing is read with a timeout, since BLOCKing reads
-#: wait for seconds by design.
-KEEPALIVE = (30, 10, 3)
-
-
-def _keep_alive(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    options = ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")
-    for name, value in zip(options, KEEPALIVE, strict=True):
-        if hasattr(socket, name):  # Linux; macOS names the first one differently
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
-
-
-def _tls(options: dict[str, Any]) -> ssl.SSLContext:
-    """``rediss://``: verified TLS, or what the URL's ``ssl_*`` options say."""
-    context = ssl.create_default_context(cafile=options.get("ssl_ca_certs"))
-    if str(options.get("ssl_cert_reqs", "required")).lower() in {"none", "optional"}:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if options.get("ssl_certfile"):
-        context.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"))
-    return context
 
 
 class Subscriber:

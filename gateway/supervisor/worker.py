@@ -44,7 +44,7 @@ from redis.exceptions import ResponseError
 from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
-from gateway.supervisor import connection, keys, library, presence, stop_requests
+from gateway.supervisor import connection, keys, library, presence, replies, stop_requests
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -109,10 +109,11 @@ class ActorLink:
         self._closed = False
 
     def _connections(self, config: Config) -> None:
-        """The link's connections (each connects on first use): a small pool,
-        its own wire for hero_cycle (the actor's one call per job), the
-        wake-up subscriber and the control queue's blocking reader."""
-        self.redis = connection.pooled(config.redis, 2, "actor", resend=False)
+        """The link's connections (each connects on first use): one wire for
+        every command (hero_cycle, the actor's one call per job, among them;
+        a Wire never re-sends, so a lost cycle is never claimed twice), the
+        wake-up subscriber (pub/sub mode) and the control queue's blocking
+        reader (a BLPOP must not stall the others)."""
         self._wire = Wire(config.redis, "actor-jobs")
         #: Jobs pushed by anyone are found by watching the list queues; stream
         #: mode keeps its PUBLISH wake-ups (every read and ack writes the stream).
@@ -133,7 +134,7 @@ class ActorLink:
 
     async def open(self) -> None:
         await library.load(self._wire)
-        await presence.beat(self.redis, self._info, self._config.presence_ttl)
+        await presence.beat(self._wire, self._info, self._config.presence_ttl)
         self._work.set()  # whatever is queued already
         self._tasks = [
             asyncio.create_task(self._wake_on_dispatch(), name="actor-waker"),
@@ -158,13 +159,12 @@ class ActorLink:
                     await task
             with contextlib.suppress(*connection.UNAVAILABLE):
                 await self.withdraw()
-                await presence.leave(self.redis, self._info)
+                await presence.leave(self._wire, self._info)
                 if self.stream:
                     await self._stream_call(functions.stream_leave)
         await self._waker.aclose()
         await self._control.aclose()
         await self._wire.aclose()
-        await self.redis.aclose()
 
     async def cycle(
         self, outcomes: Sequence[Outcome], want: int, *, accept_handoff: bool = False
@@ -226,7 +226,7 @@ class ActorLink:
     async def withdraw(self) -> None:
         """Leave the idle list: no job is handed over after this returns."""
         if self._record:
-            await self.redis.lrem(self._idle, 0, self._record)
+            await self._wire.execute_command("LREM", self._idle, 0, self._record)
 
     async def adopt(self, running: Collection[str]) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
@@ -238,14 +238,13 @@ class ActorLink:
         if self.stream:
             held = await self._delivered()
         else:
-            held = await self.redis.lrange(self._held, 0, -1)
+            held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
         orphans = [job_id for job_id in held if job_id not in running]
         if not orphans:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id in orphans:
-                pipe.hmget(keys.job(job_id), "status", "actor", *CLAIM_FIELDS)
-            rows = await pipe.execute()
+        rows = await self._wire.pipeline(
+            [("HMGET", keys.job(job_id), "status", "actor", *CLAIM_FIELDS) for job_id in orphans]
+        )
         adopted, stale = [], []
         for job_id, row in zip(orphans, rows, strict=True):
             if row[0] == "started" and row[1] == self.name:
@@ -254,23 +253,28 @@ class ActorLink:
             elif self.stream:
                 stale.append(self._entries.pop(job_id))
         if stale:  # ended meanwhile (stopped, reaped, deleted): nothing left to run
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.xack(self._queues[0], keys.STREAM_GROUP, *stale)
-                pipe.xdel(self._queues[0], *stale)
-                await pipe.execute()
+            await self._wire.pipeline(
+                [
+                    ("XACK", self._queues[0], keys.STREAM_GROUP, *stale),
+                    ("XDEL", self._queues[0], *stale),
+                ]
+            )
         return adopted
 
     async def _delivered(self) -> list[str]:
         """Stream mode: jobs whose entries this consumer holds unacked."""
         try:
-            reply = await self.redis.xreadgroup(
-                keys.STREAM_GROUP, self.consumer, {self._queues[0]: "0"}, count=1000
-            )
+            reply = await self._wire.execute_command(
+                "XREADGROUP", "GROUP", keys.STREAM_GROUP, self.consumer,
+                "COUNT", 1000, "STREAMS", self._queues[0], "0",
+            )  # fmt: skip
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             return []  # nothing was ever dispatched to this stream
-        delivered = {f.get("job_id", ""): e for _, entries in reply for e, f in entries}
+        delivered = {
+            f.get("job_id", ""): e for _, raw in reply or [] for e, f in replies.entries(raw)
+        }
         self._entries.update(delivered)
         return list(delivered)
 
@@ -300,7 +304,7 @@ class ActorLink:
         ``progress`` events while the job runs. A non-empty ``tail`` replaces
         the log tail (the job's last report); it expires with the job."""
         await library.call(
-            self.redis, self._config, functions.log(job_id, self.name, lines, progress, cap, tail)
+            self._wire, self._config, functions.log(job_id, self.name, lines, progress, cap, tail)
         )
 
     # -- background ------------------------------------------------------------
@@ -373,13 +377,13 @@ class ActorLink:
         return self._closed
 
     async def _stream_call(self, build: Callable[[str, str], Call[int]]) -> int:
-        return await library.call(self.redis, self._config, build(self._queues[0], self.consumer))
+        return await library.call(self._wire, self._config, build(self._queues[0], self.consumer))
 
     async def _heartbeat(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._config.presence_ttl / 3)
             try:
-                await presence.beat(self.redis, self._info, self._config.presence_ttl)
+                await presence.beat(self._wire, self._info, self._config.presence_ttl)
                 if self.stream:
                     await self._stream_call(functions.stream_touch)
                     self._reclaim = True
