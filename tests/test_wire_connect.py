@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.actor import Actor
+from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.supervisor import Supervisor
 from gateway.supervisor.wire import Wire
@@ -93,10 +95,24 @@ async def test_rediss_verifies_the_server_certificate(tls_redis: tuple[int, Path
         await untrusted.aclose()
 
 
+#: This module's supervisor and actors use a database of their own, so that the
+#: connections they hold are told apart from the session's other clients (the
+#: shared gateway's, for one) in CLIENT LIST.
+OWN_DB = "9"
+
+
+@pytest.fixture
+def config(redis_server: EmbeddedRedis, tmp_path: Path) -> Config:
+    url = f"{redis_server.url.rsplit('/', 1)[0]}/{OWN_DB}"
+    flush = redis.Redis.from_url(url)
+    flush.flushdb()
+    flush.close()
+    return Config(redis_url=url, log_dir=str(tmp_path / "logs"), watch_interval=0.05)
+
+
 async def _names(rds: aioredis.Redis) -> list[str]:
-    own = await rds.client_id()
     clients: list[dict[str, Any]] = await rds.client_list()
-    return sorted(c["name"] for c in clients if int(c["id"]) != own)
+    return sorted(c["name"] for c in clients if c["db"] == OWN_DB)
 
 
 @pytest.mark.timeout(60)
