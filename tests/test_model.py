@@ -99,7 +99,8 @@ def test_stream_ids_parse_and_order() -> None:
     assert StreamId.parse("12") == StreamId(12, 0) < StreamId.parse("12-1")
     assert StreamId.parse("13-0") > StreamId.parse("12-99") > StreamId(12, 98)
     assert str(StreamId.parse("7-3")) == "7-3"
-    for junk in ("", "x", "1-", "-1", "1-x", "1 "):
+    # "\u0661\u0662": digits of another script, which str.isdigit and int take too
+    for junk in ("", "x", "1-", "-1", "1-x", "1 ", "\u0661\u0662-0", "1-\u0663"):
         with pytest.raises(ValueError):
             StreamId.parse(junk)
     assert StreamId.lenient("junk") < StreamId(0, 0)

@@ -144,10 +144,10 @@ async def test_redelivery_past_the_last_attempt_goes_to_the_dead_letter_stream(
     second = ActorLink(fast, "osis", "g", "two", index=2)
     assert [c.job_id for c in await first.cycle([], 1)] == ["p1"]
     await asyncio.sleep(0.35)  # past stream_claim_idle (0.3): only then is it claimable
-    second._reclaim = True
+    second.reclaim_soon()
     assert [c.attempt for c in await second.cycle([], 1)] == [2]
     await asyncio.sleep(0.35)  # idle again, past stream_claim_idle
-    first._reclaim = True
+    first.reclaim_soon()
     assert await first.cycle([], 1) == []  # attempts used up: dead-lettered instead
     result = await fsup.output("p1")
     assert result["status"] == "dlq" and "g:two stopped answering" in result["error"]

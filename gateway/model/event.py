@@ -29,7 +29,8 @@ class StreamId:
     def parse(cls, text: str) -> StreamId:
         """``"ms-seq"`` or a bare ``"ms"``; ValueError on anything else."""
         ms, sep, seq = text.partition("-")
-        if not ms.isdigit() or (sep and not seq.isdigit()):
+        # isascii: str.isdigit (and int) also take other scripts' digits
+        if not (text.isascii() and ms.isdigit()) or (sep and not seq.isdigit()):
             raise ValueError(f"not a stream id: {text!r}")
         return cls(int(ms), int(seq) if sep else 0)
 

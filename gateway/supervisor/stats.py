@@ -20,6 +20,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from gateway.model import StreamId
 from gateway.supervisor import keys, presence
 from gateway.supervisor.connection import Commands
 from gateway.supervisor.replies import records
@@ -122,7 +123,7 @@ async def _stream_rows(
                 "XRANGE", key, f"({group['last-delivered-id']}", "+", "COUNT", 1
             )
             if after:
-                row["oldest_age"] = max(0.0, now - int(after[0][0].split("-")[0]) / 1000)
+                row["oldest_age"] = max(0.0, now - StreamId.parse(after[0][0]).ms / 1000)
         rows.append(row)
     return rows
 

@@ -379,6 +379,14 @@ class ActorLink:
     async def _stream_call(self, build: Callable[[str, str], Call[int]]) -> int:
         return await library.call(self._wire, self._config, build(self._queues[0], self.consumer))
 
+    def reclaim_soon(self) -> None:
+        """Stream mode: the next cycle with room also takes over deliveries a
+        silent consumer left idle past ``HERO_STREAM_CLAIM_IDLE`` (each
+        heartbeat asks for this once)."""
+        if self.stream:
+            self._reclaim = True
+            self._work.set()
+
     async def _heartbeat(self) -> None:
         while not self._closed:
             await asyncio.sleep(self._config.presence_ttl / 3)
@@ -386,7 +394,6 @@ class ActorLink:
                 await presence.beat(self._wire, self._info, self._config.presence_ttl)
                 if self.stream:
                     await self._stream_call(functions.stream_touch)
-                    self._reclaim = True
-                    self._work.set()
+                    self.reclaim_soon()
             except connection.UNAVAILABLE:
                 log.warning("heartbeat failed: redis unavailable")
