@@ -25,7 +25,9 @@ DeprecationWarning still shows.
 
 from __future__ import annotations
 
+import inspect
 import warnings
+from collections.abc import Sequence
 
 warnings.filterwarnings(
     "ignore",
@@ -64,27 +66,54 @@ _LEAKY = frozenset({ERROR_INTERNAL_ERROR, ERROR_SERVER_ERROR})
 
 
 async def route(request: Request, methods: dict[str, Method], context: Any) -> Response | None:
-    """jsonrpcserver's answer to one parsed Request (None for a notification).
+    """jsonrpcserver's answer to one parsed Request (None for a notification)."""
+    return (await route_many((request,), methods, context))[0]
+
+
+async def route_many(
+    requests: Sequence[Request], methods: dict[str, Method], context: Any
+) -> list[Response | None]:
+    """jsonrpcserver's answers to a frame's parsed Requests, in order (None for
+    a notification), from one call to it: it routes them as one batch (each
+    element its own task, run concurrently), so a batch pays its entry,
+    envelope and response-list steps once instead of once per element. It
+    is only handed valid Requests, so its all-or-nothing batch checks never
+    fire; should it fail itself (one ``ServerErrorResponse`` for the lot),
+    every request is answered a bare -32603.
 
     ``methods`` must be a dict of methods that never raise (see ``Dispatcher``);
     ``context`` is passed to each as its first argument.
     """
+    if not requests:
+        return []
+    elements = [_element(request) for request in requests]
+    answer = await async_dispatch_to_response(
+        "",
+        methods,
+        context=context,
+        deserializer=lambda _text: elements,
+        validator=_parsed,
+        post_process=to_serializable_one,
+    )
+    wires = iter(answer if isinstance(answer, list) else ())
+    failed = answer if isinstance(answer, dict) else None
+    out: list[Response | None] = []
+    for request in requests:
+        if request.notification:
+            out.append(None)
+        else:
+            out.append(_ours(request, failed if failed is not None else next(wires)))
+    return out
+
+
+def _element(request: Request) -> dict[str, Any]:
+    """The parsed Request as the object jsonrpcserver expects to deserialize."""
     element: dict[str, Any] = {"jsonrpc": "2.0", "method": request.method}
     if request.params is not None:
         element["params"] = request.params
     if not request.notification:
         element["id"] = request.id
-    answer = await async_dispatch_to_response(
-        "",
-        methods,
-        context=context,
-        deserializer=lambda _text: element,
-        validator=_parsed,
-        post_process=to_serializable_one,
-    )
-    if answer is None:
-        return None
-    return _ours(request, answer)
+    return element
 
 
 def _parsed(element: Any) -> Any:
@@ -106,6 +135,44 @@ def _ours(request: Request, wire: Any) -> Response:
     return Failure(request.id, code, error["message"], error.get("data"))
 
 
+def bind_any(method: Method) -> Method:
+    """``method``, of signature ``(ctx, /, *args, **kwargs)``, with that
+    signature kept on it for jsonrpcserver: it checks every call's params by
+    ``inspect.signature(method).bind(...)`` (about 5 µs), and such a signature
+    binds any call that passes the context, so the binding is built directly."""
+    method.__signature__ = _ContextFirst.from_callable(method)  # type: ignore[attr-defined]
+    return method
+
+
+class _ContextFirst(inspect.Signature):
+    """``(ctx, /, *args, **kwargs)``: ``bind`` gives what ``Signature.bind``
+    gives, without walking the parameters."""
+
+    __slots__ = ()
+
+    def bind(self, /, *args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        ctx, rest, named = self.parameters
+        if not args:
+            return super().bind(*args, **kwargs)  # its TypeError: the context is missing
+        arguments: dict[str, Any] = {ctx: args[0]}
+        if len(args) > 1:
+            arguments[rest] = args[1:]
+        if kwargs:
+            arguments[named] = kwargs
+        return inspect.BoundArguments(self, arguments)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_callable(cls, obj: Any, **kwargs: Any) -> _ContextFirst:
+        signature = super().from_callable(obj, **kwargs)
+        kinds = [p.kind for p in signature.parameters.values()]
+        if kinds != [_P.POSITIONAL_ONLY, _P.VAR_POSITIONAL, _P.VAR_KEYWORD]:
+            raise TypeError(f"not (ctx, /, *args, **kwargs): {signature}")
+        return signature
+
+
+_P = inspect.Parameter
+
+
 def failure(code: int, message: str, data: Any = None) -> Result:
     """An ``Error`` result; ``data`` None is left out of the response."""
     return Error(code, message, NODATA if data is None else data)
@@ -121,6 +188,8 @@ __all__ = [
     "Method",
     "Result",
     "Success",
+    "bind_any",
     "failure",
     "route",
+    "route_many",
 ]
