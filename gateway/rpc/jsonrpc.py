@@ -5,10 +5,10 @@ builds the response from what the method returns (its ``Success`` /
 ``Error``). What it gets wrong is kept away from it rather than patched
 (DESIGN, "Known traps"):
 
-- it rejects a whole batch when one element is invalid: it is handed one
-  element at a time, already parsed and checked by ``protocol``, so its
-  deserializer just hands the element over and its validator (a jsonschema
-  walk of the envelope) is replaced by a no-op;
+- it rejects a whole batch when one element is invalid: it is handed only
+  valid Requests (a frame's, in one call), already parsed and checked by
+  ``protocol``, so its deserializer just hands them over and its validator
+  (a jsonschema walk of the envelope) is replaced by a no-op;
 - it puts ``str(exc)`` in a -32603 (or a -32000 when it fails itself): the
   methods registered with it never raise, and any -32603/-32000 it builds
   anyway is answered bare here;

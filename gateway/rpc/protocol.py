@@ -3,15 +3,16 @@
 Three steps, so a transport can put its own concurrency in between:
 
     frame = parse_frame(text)                      # never raises
-    responses = [await dispatcher.dispatch(e, ctx) for e in frame.elements]
+    responses = await dispatcher.dispatch_many(frame.elements, ctx)
     reply = encode_reply(frame, responses)         # str, or None: send nothing
 
 ``handle_frame`` does all three, answering a batch's elements concurrently.
 
 Why the frame is not handed to jsonrpcserver whole: it rejects a whole batch
 for one bad element and fails a batch on one unserialisable result. Here each
-element is parsed and serialised on its own; ``Dispatcher`` hands each valid
-Request alone to jsonrpcserver, which routes it (see ``jsonrpc``).
+element is parsed on its own; ``Dispatcher`` hands only the valid Requests
+to jsonrpcserver, which routes each (see ``jsonrpc``); a batch reply is
+encoded whole, and element by element only when that fails.
 
 Conformance notes (JSON-RPC 2.0):
 - unparseable text (including invalid UTF-8, NaN/Infinity, nesting deeper
@@ -94,8 +95,8 @@ def parse_element(value: Any, *, check: bool = True, unicode: bool = True) -> El
         return _invalid(reply_id, "params must be an object or an array")
     if not id_ok:
         return _invalid(None, "id must be a string, a number or null")
-    extra = sorted(str(k) for k in value.keys() - _MEMBERS)
-    if extra:
+    if not value.keys() <= _MEMBERS:
+        extra = sorted(str(k) for k in value.keys() - _MEMBERS)
         return _invalid(reply_id, "unexpected members: " + ", ".join(extra[:10]))
     found = None
     if check and (unicode or wellformed.too_deep(params)):
