@@ -159,7 +159,7 @@ class _ContextFirst(inspect.Signature):
             arguments[rest] = args[1:]
         if kwargs:
             arguments[named] = kwargs
-        return inspect.BoundArguments(self, arguments)  # type: ignore[arg-type]
+        return inspect.BoundArguments(self, arguments)
 
     @classmethod
     def from_callable(cls, obj: Any, **kwargs: Any) -> _ContextFirst:
