@@ -1,4 +1,4 @@
-"""A frame's requests reach jsonrpcserver in one call; what that must not change.
+"""A frame's requests reach jsonrpcserver's per-request step; what that must not change.
 
 The cheaper path (``jsonrpc.route_many``, ``jsonrpc.bind_any``, the parser's
 depth-only walk for plain ASCII frames) answers exactly what the element by
@@ -59,19 +59,19 @@ def test_bind_any_refuses_another_signature() -> None:
         jsonrpc.bind_any(method)
 
 
-async def test_a_frame_is_routed_in_one_call_and_answered_in_order(
+async def test_a_frame_is_answered_in_order_each_request_routed_by_jsonrpcserver(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from jsonrpcserver import async_dispatcher
 
-    calls: list[int] = []
-    real = async_dispatcher.dispatch_deserialized
+    routed: list[str] = []
+    real = async_dispatcher.dispatch_request
 
-    async def spy(methods: Any, context: Any, post: Any, deserialized: Any) -> Any:
-        calls.append(len(deserialized))
-        return await real(methods, context, post, deserialized)
+    async def spy(methods: Any, context: Any, request: Any) -> Any:
+        routed.append(request.method)
+        return await real(methods, context, request)
 
-    monkeypatch.setattr(async_dispatcher, "dispatch_deserialized", spy)
+    monkeypatch.setattr(jsonrpc, "dispatch_request", spy)
     bad = Failure(7, codes.INVALID_REQUEST, codes.INVALID_REQUEST_MESSAGE)
     elements: list[Request | Failure | None] = [
         Request("job.get", {"job_id": "a"}, 1),
@@ -81,29 +81,35 @@ async def test_a_frame_is_routed_in_one_call_and_answered_in_order(
         Request("job.teleport", {}, "x"),
     ]
     answers = await DISPATCHER.dispatch_many(elements, CTX)
-    assert calls == [3]
+    assert routed == ["job.get", "job.get", "job.teleport"]
     assert isinstance(answers[0], Success) and answers[0].id == 1
     assert answers[1] is bad and answers[2] is None and answers[3] is None
     assert isinstance(answers[4], Failure) and answers[4].code == codes.METHOD_NOT_FOUND
 
 
-async def test_jsonrpcserver_failing_itself_is_a_bare_internal_error_per_request(
-    monkeypatch: pytest.MonkeyPatch,
+async def test_jsonrpcserver_failing_itself_costs_only_that_request(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from jsonrpcserver import async_dispatcher
 
-    async def broken(*args: Any) -> Any:
-        raise RuntimeError("inside jsonrpcserver")
+    real = async_dispatcher.dispatch_request
 
-    monkeypatch.setattr(async_dispatcher, "dispatch_deserialized", broken)
+    async def broken(methods: Any, context: Any, request: Any) -> Any:
+        if request.params.get("job_id") == "b":
+            raise RuntimeError("inside jsonrpcserver")
+        return await real(methods, context, request)
+
+    monkeypatch.setattr(jsonrpc, "dispatch_request", broken)
     requests = [
         Request("job.get", {"job_id": "a"}, 1),
+        Request("job.get", {"job_id": "b"}, 2),
         Request("job.get", {"job_id": "b"}, None, notification=True),
-        Request("job.get", {"job_id": "c"}, 3),
     ]
     answers = await jsonrpc.route_many(requests, DISPATCHER.registered, CTX)
-    internal = codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE
-    assert answers == [Failure(1, *internal), None, Failure(3, *internal)]
+    assert isinstance(answers[0], Success)
+    assert answers[1:] == [Failure(2, codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE), None]
+    assert "inside jsonrpcserver" not in repr(answers)
+    assert any("jsonrpcserver failed" in r.getMessage() for r in caplog.records)
 
 
 def _batch(extra: dict[str, Any], *, ensure_ascii: bool = False, size: int = 40) -> str:

@@ -92,8 +92,8 @@ class Dispatcher:
     ) -> list[Response | None]:
         """Every element's answer, in order (None for a notification, and for a
         None element: a request refused without an answer). The Requests go
-        to jsonrpcserver in one call and run concurrently; a Failure is its
-        own answer."""
+        to jsonrpcserver one by one and run concurrently (a lone one in this
+        task); a Failure is its own answer."""
         requests = [e for e in elements if isinstance(e, Request)]
         if not requests:
             return [e if isinstance(e, Failure) else None for e in elements]

@@ -5,10 +5,10 @@ builds the response from what the method returns (its ``Success`` /
 ``Error``). What it gets wrong is kept away from it rather than patched
 (DESIGN, "Known traps"):
 
-- it rejects a whole batch when one element is invalid: it is handed only
-  valid Requests (a frame's, in one call), already parsed and checked by
-  ``protocol``, so its deserializer just hands them over and its validator
-  (a jsonschema walk of the envelope) is replaced by a no-op;
+- it rejects a whole batch when one element is invalid: it is handed one
+  valid Request at a time, already parsed and checked by ``protocol``, at
+  its per-request step (``dispatch_request``), so its parser and its
+  envelope check (a jsonschema walk) never run;
 - it puts ``str(exc)`` in a -32603 (or a -32000 when it fails itself): the
   methods registered with it never raise, and any -32603/-32000 it builds
   anyway is answered bare here;
@@ -25,7 +25,9 @@ DeprecationWarning still shows.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 import warnings
 from collections.abc import Sequence
 
@@ -44,7 +46,8 @@ warnings.filterwarnings(
 
 from typing import Any  # noqa: E402  (the filter must come first)
 
-from jsonrpcserver import Error, Result, Success, async_dispatch_to_response  # noqa: E402
+from jsonrpcserver import Error, Result, Success  # noqa: E402
+from jsonrpcserver.async_dispatcher import dispatch_request  # noqa: E402
 from jsonrpcserver.codes import (  # noqa: E402
     ERROR_INTERNAL_ERROR,
     ERROR_INVALID_REQUEST,
@@ -52,6 +55,7 @@ from jsonrpcserver.codes import (  # noqa: E402
     ERROR_PARSE_ERROR,
     ERROR_SERVER_ERROR,
 )
+from jsonrpcserver.dispatcher import create_request, to_response  # noqa: E402
 from jsonrpcserver.exceptions import JsonRpcError  # noqa: E402
 from jsonrpcserver.methods import Method  # noqa: E402
 from jsonrpcserver.response import to_serializable_one  # noqa: E402
@@ -61,64 +65,52 @@ from gateway.errors import HeroError  # noqa: E402
 from gateway.rpc import messages  # noqa: E402
 from gateway.rpc.messages import Failure, Request, Response  # noqa: E402
 
+log = logging.getLogger("gateway.rpc")
+
 #: Its errors that may carry ``str(exc)`` of something that went wrong inside.
 _LEAKY = frozenset({ERROR_INTERNAL_ERROR, ERROR_SERVER_ERROR})
 
 
 async def route(request: Request, methods: dict[str, Method], context: Any) -> Response | None:
-    """jsonrpcserver's answer to one parsed Request (None for a notification)."""
-    return (await route_many((request,), methods, context))[0]
+    """jsonrpcserver's answer to one parsed Request (None for a notification).
+
+    The Request goes to jsonrpcserver's own per-request step
+    (``dispatch_request``: method lookup, its params bind, the call, the
+    conversion of what the method returned), not through its entry point,
+    which would parse and validate an envelope checked already and gather a
+    task even for one request: a lone call runs in its caller's task.
+    Should jsonrpcserver fail itself, the request is answered a bare -32603.
+
+    ``methods`` must be a dict of methods that never raise (see ``Dispatcher``);
+    ``context`` is passed to each as its first argument.
+    """
+    theirs = create_request(_element(request))
+    try:
+        _, result = await dispatch_request(methods, context, theirs)
+        wire = None if request.notification else to_serializable_one(to_response(theirs, result))
+    except Exception:
+        log.exception("jsonrpcserver failed", extra={"method": request.method})
+        wire = {"error": {"code": ERROR_INTERNAL_ERROR, "message": "", "data": None}}
+    return None if request.notification else _ours(request, wire)
 
 
 async def route_many(
     requests: Sequence[Request], methods: dict[str, Method], context: Any
 ) -> list[Response | None]:
-    """jsonrpcserver's answers to a frame's parsed Requests, in order (None for
-    a notification), from one call to it: it routes them as one batch (each
-    element its own task, run concurrently), so a batch pays its entry,
-    envelope and response-list steps once instead of once per element. It
-    is only handed valid Requests, so its all-or-nothing batch checks never
-    fire; should it fail itself (one ``ServerErrorResponse`` for the lot),
-    every request is answered a bare -32603.
-
-    ``methods`` must be a dict of methods that never raise (see ``Dispatcher``);
-    ``context`` is passed to each as its first argument.
-    """
-    if not requests:
-        return []
-    elements = [_element(request) for request in requests]
-    answer = await async_dispatch_to_response(
-        "",
-        methods,
-        context=context,
-        deserializer=lambda _text: elements,
-        validator=_parsed,
-        post_process=to_serializable_one,
-    )
-    wires = iter(answer if isinstance(answer, list) else ())
-    failed = answer if isinstance(answer, dict) else None
-    out: list[Response | None] = []
-    for request in requests:
-        if request.notification:
-            out.append(None)
-        else:
-            out.append(_ours(request, failed if failed is not None else next(wires)))
-    return out
+    """``route`` for each of a frame's Requests, in order; several run
+    concurrently (a task each), one runs in the caller's task."""
+    if len(requests) == 1:
+        return [await route(requests[0], methods, context)]
+    return list(await asyncio.gather(*(route(r, methods, context) for r in requests)))
 
 
 def _element(request: Request) -> dict[str, Any]:
-    """The parsed Request as the object jsonrpcserver expects to deserialize."""
+    """The parsed Request as the object jsonrpcserver builds its own from."""
     element: dict[str, Any] = {"jsonrpc": "2.0", "method": request.method}
     if request.params is not None:
         element["params"] = request.params
     if not request.notification:
         element["id"] = request.id
-    return element
-
-
-def _parsed(element: Any) -> Any:
-    """The envelope check jsonrpcserver would run (a jsonschema walk), already
-    done by ``protocol.parse_element``."""
     return element
 
 

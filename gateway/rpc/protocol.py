@@ -10,8 +10,8 @@ Three steps, so a transport can put its own concurrency in between:
 
 Why the frame is not handed to jsonrpcserver whole: it rejects a whole batch
 for one bad element and fails a batch on one unserialisable result. Here each
-element is parsed on its own; ``Dispatcher`` hands only the valid Requests
-to jsonrpcserver, which routes each (see ``jsonrpc``); a batch reply is
+element is parsed on its own; ``Dispatcher`` hands each valid Request on its
+own to jsonrpcserver, which routes it (see ``jsonrpc``); a batch reply is
 encoded whole, and element by element only when that fails.
 
 Conformance notes (JSON-RPC 2.0):
