@@ -48,16 +48,12 @@ log = logging.getLogger("gateway.rpc")
 
 _MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
-#: ``json.dumps`` with these options builds an encoder on every call: built once here.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
-_ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode
-
 
 def parse_frame(data: str | bytes) -> Frame:
     """A frame's elements; a parse error or ``[]`` is one pre-answered element."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _DECODE(text)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
     check = wellformed.suspicious(text)
@@ -191,3 +187,10 @@ def _is_id(value: Any) -> bool:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+#: ``json.dumps``/``json.loads`` with options build a coder on every call: built once here
+#: (a text starting with a BOM, which ``json.loads`` refuses, fails to decode here too).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode
+_DECODE = json.JSONDecoder(parse_constant=_refuse_constant).decode
