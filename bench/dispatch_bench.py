@@ -10,7 +10,9 @@ dispatching and nothing behind it:
 - ``routed``: ``Dispatcher.dispatch`` of the same parsed Request, i.e. the
   above plus jsonrpcserver's routing and response building;
 - ``frame``: a whole text frame in and out (``handle_frame``): parse, route,
-  encode.
+  encode;
+- ``batch``: a frame holding a batch of ``BATCH`` such calls, the shape the
+  WebSocket throughput run sends, timed per element.
 
 The paths alternate in blocks within each run, so machine noise hits them
 alike. ``bench/run.py --only dispatch,gateway`` puts the added cost next to a
@@ -37,7 +39,14 @@ from gateway.rpc.messages import Request, Success
 from gateway.rpc.protocol import handle_frame
 
 PARAMS = {"job_id": "bench-job-1"}
+BATCH = 32  # elements per batch frame, as bench/ws_bench.py sends them
 FRAME = json.dumps({"jsonrpc": "2.0", "method": "job.status", "params": PARAMS, "id": 1})
+BATCH_FRAME = json.dumps(
+    [
+        {"jsonrpc": "2.0", "method": "job.status", "params": {"job_id": f"bench-job-{i}"}, "id": i}
+        for i in range(BATCH)
+    ]
+)
 BLOCK = 1000
 
 
@@ -66,12 +75,20 @@ def _paths() -> dict[str, Callable[[], Awaitable[Any]]]:
     async def frame() -> Any:
         return await handle_frame(FRAME, dispatcher, ctx)
 
-    return {"ours": ours, "routed": routed, "frame": frame}
+    async def batch() -> Any:
+        return await handle_frame(BATCH_FRAME, dispatcher, ctx)
+
+    return {"ours": ours, "routed": routed, "frame": frame, "batch": batch}
 
 
-async def _time(path: Callable[[], Awaitable[Any]], n: int) -> float:
+#: Calls made by one run of each path.
+PER_RUN = {"batch": BATCH}
+
+
+async def _time(path: Callable[[], Awaitable[Any]], n: int, per_run: int = 1) -> float:
+    """Seconds for ``n`` calls (``n // per_run`` runs of a path making ``per_run``)."""
     started = time.perf_counter()
-    for _ in range(n):
+    for _ in range(max(1, n // per_run)):
         await path()
     return time.perf_counter() - started
 
@@ -79,8 +96,8 @@ async def _time(path: Callable[[], Awaitable[Any]], n: int) -> float:
 async def dispatch_cost(calls: int, runs: int) -> dict[str, Any]:
     """µs per call of each path: the median over ``runs``, and every run."""
     paths = _paths()
-    for path in paths.values():  # warm up (schemas compiled, caches filled)
-        await _time(path, min(calls, BLOCK))
+    for name, path in paths.items():  # warm up (schemas compiled, caches filled)
+        await _time(path, min(calls, BLOCK), PER_RUN.get(name, 1))
     per_run: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(runs):
         spent = dict.fromkeys(paths, 0.0)
@@ -88,7 +105,7 @@ async def dispatch_cost(calls: int, runs: int) -> dict[str, Any]:
         while left > 0:
             n = min(BLOCK, left)
             for name, path in paths.items():
-                spent[name] += await _time(path, n)
+                spent[name] += await _time(path, n, PER_RUN.get(name, 1))
             left -= n
         for name in paths:
             per_run[name].append(spent[name] / calls * 1e6)
@@ -118,6 +135,7 @@ def table(result: dict[str, Any], job_run_p50_ms: float | None) -> list[str]:
         "ours": "our steps alone (access, params, handler)",
         "routed": "the same, routed by jsonrpcserver",
         "frame": "a whole text frame (parse, route, encode)",
+        "batch": f"a batch frame of {BATCH}, per element",
     }
     for name, label in labels.items():
         runs = "; ".join(f"{v:.1f}" for v in result["runs_us"][name])

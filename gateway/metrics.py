@@ -58,15 +58,31 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
             registry=r,
         )  # fmt: skip
+        self._transitions: dict[tuple[str, str], Counter] = {}
+        self._rpc: dict[tuple[str, int | None], Histogram] = {}
 
     def on_events(self, events: list[Event]) -> None:
+        """Counted per (status, script_type) first, so a batch of events costs
+        one ``inc`` (a lock) per distinct pair rather than one per event."""
+        counts: dict[tuple[str, str], int] = {}
         for event in events:
             if event.event not in REPORT_EVENTS:  # a running job's log or progress
-                self.transitions.labels(event.status, event.script_type).inc()
+                key = (event.status, event.script_type)
+                counts[key] = counts.get(key, 0) + 1
+        for key, n in counts.items():
+            child = self._transitions.get(key)
+            if child is None:
+                child = self._transitions[key] = self.transitions.labels(*key)
+            child.inc(n)
 
     def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
-        outcome = "ok" if error_code is None else str(error_code)
-        self.rpc.labels(method, outcome).observe(seconds)
+        """Every served call: its histogram child is looked up once per
+        (method, error code), not through ``labels`` on every call."""
+        child = self._rpc.get((method, error_code))
+        if child is None:
+            outcome = "ok" if error_code is None else str(error_code)
+            child = self._rpc[method, error_code] = self.rpc.labels(method, outcome)
+        child.observe(seconds)
 
     def _recommendations(self, report: dict[str, Any] | None) -> None:
         """One ``hero_recommended_actors`` sample per type the report advises on

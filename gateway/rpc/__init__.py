@@ -6,7 +6,7 @@ method calls the supervisor through the ``Supervisor`` protocol in
 ``backends``. Nothing in this package imports redis (a layering rule, tested).
 
 The core is sans-I/O: ``protocol.parse_frame`` turns a frame into elements,
-``Dispatcher.dispatch`` answers one element (jsonrpcserver routes it to the
-method registered with it), ``protocol.encode_*`` serialises,
+``Dispatcher.dispatch_many`` answers a frame's elements (jsonrpcserver routes
+each to the method registered with it), ``protocol.encode_*`` serialises,
 so the WebSocket and HTTP layers own every socket and every task.
 """

@@ -37,7 +37,7 @@ from gateway.errors import BackendUnavailable, HeroError, Overloaded, Unauthenti
 from gateway.rpc.backends import KeyStore, MetricsSink, ServedSupervisor
 from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator
-from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit, answer
+from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit
 from gateway.rpc.messages import Failure
 from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
 from gateway.rpc.revocation import Revoker
@@ -209,7 +209,7 @@ class Gateway:
         frame = parse_frame(body)
         refuse = SHUTTING_DOWN_MESSAGE if self.draining else None
         elements, _ = admit(frame, Budget(self.limits.max_inflight), refuse)
-        responses = await answer(elements, mode.dispatcher, CallContext(mode.identity))
+        responses = await mode.dispatcher.dispatch_many(elements, CallContext(mode.identity))
         text = encode_reply(frame, responses)
         if text is None:
             return Response(status_code=204)

@@ -16,10 +16,9 @@ which would quote it).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from gateway import contract
@@ -27,7 +26,7 @@ from gateway.errors import HeroError
 from gateway.rpc import codes, jsonrpc
 from gateway.rpc.access import Access, scope_of
 from gateway.rpc.context import CallContext
-from gateway.rpc.messages import Element, Failure, Response
+from gateway.rpc.messages import Element, Failure, Request, Response
 from gateway.rpc.params import ParamsValidator
 from gateway.validation import Schema
 
@@ -86,9 +85,23 @@ class Dispatcher:
 
     async def dispatch(self, element: Element, ctx: CallContext) -> Response | None:
         """The answer to one element; None for a notification."""
-        if isinstance(element, Failure):
-            return element
-        return await jsonrpc.route(element, self._registered, ctx)
+        return (await self.dispatch_many((element,), ctx))[0]
+
+    async def dispatch_many(
+        self, elements: Sequence[Element | None], ctx: CallContext
+    ) -> list[Response | None]:
+        """Every element's answer, in order (None for a notification, and for a
+        None element: a request refused without an answer). The Requests go
+        to jsonrpcserver one by one and run concurrently (a lone one in this
+        task); a Failure is its own answer."""
+        requests = [e for e in elements if isinstance(e, Request)]
+        if not requests:
+            return [e if isinstance(e, Failure) else None for e in elements]
+        answers = iter(await jsonrpc.route_many(requests, self._registered, ctx))
+        return [
+            next(answers) if isinstance(e, Request) else e if isinstance(e, Failure) else None
+            for e in elements
+        ]
 
     def _register(self, name: str, handler: Handler) -> jsonrpc.Method:
         """``handler`` as a jsonrpcserver method. It never raises (a raise would
@@ -96,8 +109,8 @@ class Dispatcher:
         context is positional-only so a param may be called ``ctx`` too: any
         params bind, so jsonrpcserver's own params check (a signature bind)
         always passes and the contract's is the one that answers. The
-        signature is computed once and kept on the function, where
-        ``inspect.signature`` finds it: jsonrpcserver asks on every call."""
+        signature is computed once and kept on the function
+        (``jsonrpc.bind_any``): jsonrpcserver asks for it on every call."""
 
         async def method(ctx: CallContext, /, *args: Any, **kwargs: Any) -> jsonrpc.Result:
             started = time.perf_counter()
@@ -106,8 +119,7 @@ class Dispatcher:
                 self._observe(name, time.perf_counter() - started, code)
             return result
 
-        method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-        return method
+        return jsonrpc.bind_any(method)
 
     async def _answer(
         self, name: str, handler: Handler, params: Any, ctx: CallContext

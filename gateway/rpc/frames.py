@@ -12,13 +12,8 @@ that does not read cannot have more than the budget answered and parked.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-
 from gateway.errors import Overloaded
-from gateway.rpc.context import CallContext
-from gateway.rpc.dispatch import Dispatcher
-from gateway.rpc.messages import Element, Failure, Frame, Request, Response
+from gateway.rpc.messages import Element, Failure, Frame
 
 #: An element to answer: a Request to run, a Failure that is its own answer,
 #: or None for a notification that was refused (no answer, no run).
@@ -63,22 +58,3 @@ def admit(frame: Frame, budget: Budget, refuse: str | None = None) -> tuple[list
             data = {"limit": budget.limit} if refuse is None else None
             admitted.append(Failure(element.id, Overloaded.code, refuse or BUSY_MESSAGE, data))
     return admitted, taken
-
-
-async def answer(
-    elements: Sequence[Admitted], dispatcher: Dispatcher, ctx: CallContext
-) -> list[Response | None]:
-    """Every element's answer, in order (None: send nothing for it). A batch's
-    elements run concurrently; ``dispatch`` never raises, so none can cost
-    another its answer."""
-
-    async def one(element: Admitted) -> Response | None:
-        if element is None:
-            return None
-        if isinstance(element, Request):
-            return await dispatcher.dispatch(element, ctx)
-        return element
-
-    if len(elements) == 1:
-        return [await one(elements[0])]
-    return list(await asyncio.gather(*(one(e) for e in elements)))

@@ -6,9 +6,9 @@ builds the response from what the method returns (its ``Success`` /
 (DESIGN, "Known traps"):
 
 - it rejects a whole batch when one element is invalid: it is handed one
-  element at a time, already parsed and checked by ``protocol``, so its
-  deserializer just hands the element over and its validator (a jsonschema
-  walk of the envelope) is replaced by a no-op;
+  valid Request at a time, already parsed and checked by ``protocol``, at
+  its per-request step (``dispatch_request``), so its parser and its
+  envelope check (a jsonschema walk) never run;
 - it puts ``str(exc)`` in a -32603 (or a -32000 when it fails itself): the
   methods registered with it never raise, and any -32603/-32000 it builds
   anyway is answered bare here;
@@ -25,7 +25,11 @@ DeprecationWarning still shows.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
 import warnings
+from collections.abc import Sequence
 
 warnings.filterwarnings(
     "ignore",
@@ -42,7 +46,8 @@ warnings.filterwarnings(
 
 from typing import Any  # noqa: E402  (the filter must come first)
 
-from jsonrpcserver import Error, Result, Success, async_dispatch_to_response  # noqa: E402
+from jsonrpcserver import Error, Result, Success  # noqa: E402
+from jsonrpcserver.async_dispatcher import dispatch_request  # noqa: E402
 from jsonrpcserver.codes import (  # noqa: E402
     ERROR_INTERNAL_ERROR,
     ERROR_INVALID_REQUEST,
@@ -50,6 +55,7 @@ from jsonrpcserver.codes import (  # noqa: E402
     ERROR_PARSE_ERROR,
     ERROR_SERVER_ERROR,
 )
+from jsonrpcserver.dispatcher import create_request, to_response  # noqa: E402
 from jsonrpcserver.exceptions import JsonRpcError  # noqa: E402
 from jsonrpcserver.methods import Method  # noqa: E402
 from jsonrpcserver.response import to_serializable_one  # noqa: E402
@@ -59,6 +65,8 @@ from gateway.errors import HeroError  # noqa: E402
 from gateway.rpc import messages  # noqa: E402
 from gateway.rpc.messages import Failure, Request, Response  # noqa: E402
 
+log = logging.getLogger("gateway.rpc")
+
 #: Its errors that may carry ``str(exc)`` of something that went wrong inside.
 _LEAKY = frozenset({ERROR_INTERNAL_ERROR, ERROR_SERVER_ERROR})
 
@@ -66,30 +74,43 @@ _LEAKY = frozenset({ERROR_INTERNAL_ERROR, ERROR_SERVER_ERROR})
 async def route(request: Request, methods: dict[str, Method], context: Any) -> Response | None:
     """jsonrpcserver's answer to one parsed Request (None for a notification).
 
+    The Request goes to jsonrpcserver's own per-request step
+    (``dispatch_request``: method lookup, its params bind, the call, the
+    conversion of what the method returned), not through its entry point,
+    which would parse and validate an envelope checked already and gather a
+    task even for one request: a lone call runs in its caller's task.
+    Should jsonrpcserver fail itself, the request is answered a bare -32603.
+
     ``methods`` must be a dict of methods that never raise (see ``Dispatcher``);
     ``context`` is passed to each as its first argument.
     """
+    theirs = create_request(_element(request))
+    try:
+        _, result = await dispatch_request(methods, context, theirs)
+        wire = None if request.notification else to_serializable_one(to_response(theirs, result))
+    except Exception:
+        log.exception("jsonrpcserver failed", extra={"method": request.method})
+        wire = {"error": {"code": ERROR_INTERNAL_ERROR, "message": "", "data": None}}
+    return None if request.notification else _ours(request, wire)
+
+
+async def route_many(
+    requests: Sequence[Request], methods: dict[str, Method], context: Any
+) -> list[Response | None]:
+    """``route`` for each of a frame's Requests, in order; several run
+    concurrently (a task each), one runs in the caller's task."""
+    if len(requests) == 1:
+        return [await route(requests[0], methods, context)]
+    return list(await asyncio.gather(*(route(r, methods, context) for r in requests)))
+
+
+def _element(request: Request) -> dict[str, Any]:
+    """The parsed Request as the object jsonrpcserver builds its own from."""
     element: dict[str, Any] = {"jsonrpc": "2.0", "method": request.method}
     if request.params is not None:
         element["params"] = request.params
     if not request.notification:
         element["id"] = request.id
-    answer = await async_dispatch_to_response(
-        "",
-        methods,
-        context=context,
-        deserializer=lambda _text: element,
-        validator=_parsed,
-        post_process=to_serializable_one,
-    )
-    if answer is None:
-        return None
-    return _ours(request, answer)
-
-
-def _parsed(element: Any) -> Any:
-    """The envelope check jsonrpcserver would run (a jsonschema walk), already
-    done by ``protocol.parse_element``."""
     return element
 
 
@@ -104,6 +125,44 @@ def _ours(request: Request, wire: Any) -> Response:
     if code in _LEAKY:
         return Failure(request.id, ERROR_INTERNAL_ERROR, HeroError.default_message)
     return Failure(request.id, code, error["message"], error.get("data"))
+
+
+def bind_any(method: Method) -> Method:
+    """``method``, of signature ``(ctx, /, *args, **kwargs)``, with that
+    signature kept on it for jsonrpcserver: it checks every call's params by
+    ``inspect.signature(method).bind(...)`` (about 5 µs), and such a signature
+    binds any call that passes the context, so the binding is built directly."""
+    method.__signature__ = _ContextFirst.from_callable(method)  # type: ignore[attr-defined]
+    return method
+
+
+class _ContextFirst(inspect.Signature):
+    """``(ctx, /, *args, **kwargs)``: ``bind`` gives what ``Signature.bind``
+    gives, without walking the parameters."""
+
+    __slots__ = ()
+
+    def bind(self, /, *args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        ctx, rest, named = self.parameters
+        if not args:
+            return super().bind(*args, **kwargs)  # its TypeError: the context is missing
+        arguments: dict[str, Any] = {ctx: args[0]}
+        if len(args) > 1:
+            arguments[rest] = args[1:]
+        if kwargs:
+            arguments[named] = kwargs
+        return inspect.BoundArguments(self, arguments)
+
+    @classmethod
+    def from_callable(cls, obj: Any, **kwargs: Any) -> _ContextFirst:
+        signature = super().from_callable(obj, **kwargs)
+        kinds = [p.kind for p in signature.parameters.values()]
+        if kinds != [_P.POSITIONAL_ONLY, _P.VAR_POSITIONAL, _P.VAR_KEYWORD]:
+            raise TypeError(f"not (ctx, /, *args, **kwargs): {signature}")
+        return signature
+
+
+_P = inspect.Parameter
 
 
 def failure(code: int, message: str, data: Any = None) -> Result:
@@ -121,6 +180,8 @@ __all__ = [
     "Method",
     "Result",
     "Success",
+    "bind_any",
     "failure",
     "route",
+    "route_many",
 ]

@@ -27,6 +27,8 @@ class ParamsValidator:
         self.method = method
         self._params = {p.name: p for p in contract.params(method)}
         self._method_pointer = contract.method_pointer(method)
+        self._known = frozenset(self._params)
+        self._required = frozenset(name for name, p in self._params.items() if p.required)
         self._validator = contract.compile_schema(
             {
                 "type": "object",
@@ -49,7 +51,8 @@ class ParamsValidator:
         if not isinstance(params, dict):
             where = f"#{self._method_pointer}/paramStructure"
             raise self._error([_problem("", "params must be an object (by name)", where)])
-        found = self._names(params)
+        keys = params.keys()
+        found = [] if self._required <= keys <= self._known else self._names(params)
         if not found:
             found = [self._located(p) for p in self._validator.problems(params)]
         if found:

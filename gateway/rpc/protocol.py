@@ -3,15 +3,16 @@
 Three steps, so a transport can put its own concurrency in between:
 
     frame = parse_frame(text)                      # never raises
-    responses = [await dispatcher.dispatch(e, ctx) for e in frame.elements]
+    responses = await dispatcher.dispatch_many(frame.elements, ctx)
     reply = encode_reply(frame, responses)         # str, or None: send nothing
 
 ``handle_frame`` does all three, answering a batch's elements concurrently.
 
 Why the frame is not handed to jsonrpcserver whole: it rejects a whole batch
 for one bad element and fails a batch on one unserialisable result. Here each
-element is parsed and serialised on its own; ``Dispatcher`` hands each valid
-Request alone to jsonrpcserver, which routes it (see ``jsonrpc``).
+element is parsed on its own; ``Dispatcher`` hands each valid Request on its
+own to jsonrpcserver, which routes it (see ``jsonrpc``); a batch reply is
+encoded whole, and element by element only when that fails.
 
 Conformance notes (JSON-RPC 2.0):
 - unparseable text (including invalid UTF-8, NaN/Infinity, nesting deeper
@@ -32,7 +33,6 @@ Conformance notes (JSON-RPC 2.0):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
@@ -53,25 +53,29 @@ def parse_frame(data: str | bytes) -> Frame:
     """A frame's elements; a parse error or ``[]`` is one pre-answered element."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = _DECODE(text)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
     check = wellformed.suspicious(text)
+    unicode = check and wellformed.may_hold_surrogates(text)
     if isinstance(value, list):
         if not value:
             return Frame((_invalid(None, "an empty batch is not a request"),), batch=False)
-        return Frame(tuple(parse_element(item, check=check) for item in value), batch=True)
-    if check and isinstance(value, dict) and not _valid_envelope(value):
+        elements = tuple(parse_element(item, check=check, unicode=unicode) for item in value)
+        return Frame(elements, batch=True)
+    if unicode and isinstance(value, dict) and not _valid_envelope(value):
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
-    return Frame((parse_element(value, check=check),), batch=False)
+    return Frame((parse_element(value, check=check, unicode=unicode),), batch=False)
 
 
-def parse_element(value: Any, *, check: bool = True) -> Element:
+def parse_element(value: Any, *, check: bool = True, unicode: bool = True) -> Element:
     """One Request object, checked; what is wrong with it becomes its answer.
-    ``check`` False skips the Unicode and depth walk (the text had nothing it could find)."""
+    ``check`` False skips the Unicode and depth walk (the text had nothing it
+    could find); ``unicode`` False leaves only the depth rule to check (the
+    text has no escape and no non-ASCII character)."""
     if not isinstance(value, dict):
         return _invalid(None, "a request must be an object")
-    if check and not _valid_envelope(value):
+    if check and unicode and not _valid_envelope(value):
         echo = value.get("id") if _is_id(value.get("id")) else None
         return _invalid(echo, "the request holds invalid Unicode (a lone surrogate)")
     has_id = "id" in value
@@ -87,10 +91,12 @@ def parse_element(value: Any, *, check: bool = True) -> Element:
         return _invalid(reply_id, "params must be an object or an array")
     if not id_ok:
         return _invalid(None, "id must be a string, a number or null")
-    extra = sorted(str(k) for k in value.keys() - _MEMBERS)
-    if extra:
+    if not value.keys() <= _MEMBERS:
+        extra = sorted(str(k) for k in value.keys() - _MEMBERS)
         return _invalid(reply_id, "unexpected members: " + ", ".join(extra[:10]))
-    found = wellformed.problem(params) if check else None
+    found = None
+    if check and (unicode or wellformed.too_deep(params)):
+        found = wellformed.problem(params)
     if found is not None:
         path, why = found
         where = f"{path} " if path else ""
@@ -102,21 +108,23 @@ def parse_element(value: Any, *, check: bool = True) -> Element:
 async def handle_frame(data: str | bytes, dispatcher: Dispatcher, ctx: CallContext) -> str | None:
     """Parse, answer and encode one frame. None means: send nothing."""
     frame = parse_frame(data)
-    if frame.batch:
-        responses = await asyncio.gather(
-            *(dispatcher.dispatch(element, ctx) for element in frame.elements)
-        )
-    else:
-        responses = [await dispatcher.dispatch(frame.elements[0], ctx)]
-    return encode_reply(frame, responses)
+    return encode_reply(frame, await dispatcher.dispatch_many(frame.elements, ctx))
 
 
 def encode_reply(frame: Frame, responses: Iterable[Response | None]) -> str | None:
     """The text to send for a frame's answers (None entries are notifications)."""
-    parts = [encode_response(r) for r in responses if r is not None]
-    if not parts:
+    answered = [r for r in responses if r is not None]
+    if not answered:
         return None
-    return "[" + ",".join(parts) + "]" if frame.batch else parts[0]
+    if not frame.batch:
+        return encode_response(answered[0])
+    try:  # the whole batch in one encoder call; per element only when that fails
+        text = _ENCODE([_wire(r) for r in answered])
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is None or not wellformed.valid_text(text):
+        text = "[" + ",".join(encode_response(r) for r in answered) + "]"
+    return text
 
 
 def encode_response(response: Response) -> str:
@@ -150,10 +158,10 @@ def _dumps(value: Any) -> str:
     more, but a value stored before that rule (a job's env_vars with a lone
     surrogate, kept for its TTL) must still go out: escaped, not as a send that
     fails and leaves the client waiting."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = _ENCODE(value)
     if wellformed.valid_text(text):
         return text
-    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return _ENCODE_ASCII(value)
 
 
 def _invalid(reply_id: RequestId, why: str) -> Failure:
@@ -179,3 +187,10 @@ def _is_id(value: Any) -> bool:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+#: ``json.dumps``/``json.loads`` with options build a coder on every call: built once here
+#: (a text starting with a BOM, which ``json.loads`` refuses, fails to decode here too).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode
+_DECODE = json.JSONDecoder(parse_constant=_refuse_constant).decode

@@ -40,7 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from gateway.rpc.backends import EventSource
 from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator, Mode
-from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit, answer
+from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit
 from gateway.rpc.messages import Frame, Request
 from gateway.rpc.outbox import Outbox
 from gateway.rpc.protocol import encode_notification, encode_reply, parse_frame
@@ -202,7 +202,7 @@ class Connection:
             sent.set()
 
         try:
-            responses = await answer(elements, self._mode.dispatcher, self.ctx)
+            responses = await self._mode.dispatcher.dispatch_many(elements, self.ctx)
             text = encode_reply(frame, responses)
         except BaseException:
             written()

@@ -31,7 +31,35 @@ TOO_DEEP = f"is nested deeper than {MAX_DEPTH} levels"
 def suspicious(text: str) -> bool:
     """Whether ``text`` could hold a lone surrogate or a value nested past MAX_DEPTH.
     False means the walk cannot find anything (an over-approximation, never under)."""
-    return "\\u" in text or not text.isascii() or text.count("[") + text.count("{") > MAX_DEPTH
+    return may_hold_surrogates(text) or text.count("[") + text.count("{") > MAX_DEPTH
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether ``text`` could hold a lone surrogate (False: only depth can be wrong).
+    A batch of a few dozen calls has more brackets than MAX_DEPTH, so this is
+    what spares its elements the full walk."""
+    return "\\u" in text or not text.isascii()
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit``: ``problem``'s
+    depth rule alone, level by level over containers only (no strings, no
+    paths), for values that cannot hold a lone surrogate."""
+    level = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while level:
+        if depth >= limit:
+            return True
+        below: list[Any] = []
+        for item in level:
+            below.extend(
+                sub
+                for sub in (item.values() if isinstance(item, dict) else item)
+                if isinstance(sub, dict | list)
+            )
+        level = below
+        depth += 1
+    return False
 
 
 def valid_text(value: str) -> bool:
