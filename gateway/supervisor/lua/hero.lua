@@ -84,11 +84,16 @@ local function legacy_kinds(spec)
   return kinds
 end
 
+-- The context of the Function call running now (set by `context`), so the
+-- wrapper every Function is registered through (see `register`) can write
+-- what the call left pending.
+local current
+
 local function context(args)
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local compat = args[2] ~= '0' and args[2] ~= ''
-  return {
+  local ctx = {
     maxlen = args[1],
     compat = compat,
     legacy = compat and legacy_kinds(args[2]) or {},
@@ -102,7 +107,101 @@ local function context(args)
     routed = {},  -- queues this call has recorded in QUEUES already
     woken = {},  -- queues whose idle actors this call has woken already
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
+    fresh = {},  -- job id -> the fields submit has just written (see `take`)
+    replied = {},  -- job ids whose reply this call has pushed (see `retain`)
+    no_idle = {},  -- script types whose idle list this call found empty
+    moves = {}, moved = {},  -- job id -> {status before the call, status now}
+    zadds = {}, zkeys = {},  -- sorted set -> {score, member, ...} to add
+    dirty = false,
   }
+  current = ctx
+  return ctx
+end
+
+-- Sorted-set writes wait for the end of the call (or the next read of a
+-- status index or of IDX_ALL in it: `flush`), where each set gets one ZADD
+-- (and one ZREM) for all its members. Nobody sees inside a call, so a status
+-- index is written once per job per call, from the status before the call
+-- to the one after: a job created, dispatched and started in one submit is
+-- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
+local function zpend(ctx, key, score, member)
+  local list = ctx.zadds[key]
+  if not list then
+    list = {}
+    ctx.zadds[key] = list
+    ctx.zkeys[#ctx.zkeys + 1] = key
+  end
+  list[#list + 1] = score
+  list[#list + 1] = member
+  ctx.dirty = true
+end
+
+local function move(ctx, id, old, new)
+  local m = ctx.moves[id]
+  if m then
+    m[2] = new
+  else
+    ctx.moves[id] = {old or false, new}
+    ctx.moved[#ctx.moved + 1] = id
+  end
+  ctx.dirty = true
+end
+
+-- `cmd key` with the `list` of arguments, at most `step` of them per command
+-- (Lua's unpack has a limit).
+local function batched(cmd, key, list, step)
+  for i = 1, #list, step do
+    redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
+  end
+end
+
+-- A list in `map` under `key`, created (and `key` appended to `order`) when new.
+local function bucket(map, order, key)
+  local list = map[key]
+  if not list then
+    list = {}
+    map[key] = list
+    order[#order + 1] = key
+  end
+  return list
+end
+
+local function flush(ctx)
+  if not ctx.dirty then return end
+  ctx.dirty = false
+  local rem, rem_order, add, add_order = {}, {}, {}, {}
+  for _, id in ipairs(ctx.moved) do
+    local m = ctx.moves[id]
+    if m[1] and m[1] ~= m[2] then
+      local list = bucket(rem, rem_order, m[1])
+      list[#list + 1] = id
+    end
+    local list = bucket(add, add_order, m[2])
+    list[#list + 1] = ctx.ms
+    list[#list + 1] = id
+  end
+  ctx.moves, ctx.moved = {}, {}
+  for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
+  for _, st in ipairs(add_order) do batched('ZADD', IDX_STATUS .. st, add[st], 2000) end
+  for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
+  ctx.zadds, ctx.zkeys = {}, {}
+end
+
+-- Every Function is registered through this: what its call left pending is
+-- written when it returns (and when it fails part way, as its other writes
+-- stay too: Redis does not roll a Function back).
+local function register(name, f)
+  redis.register_function(name, function(keys, args)
+    current = nil
+    local ok, r = pcall(f, keys, args)
+    if current then
+      local ctx = current
+      current = nil
+      flush(ctx)
+    end
+    if not ok then error(r, 0) end
+    return r
+  end)
 end
 
 -- What every event carries besides the transition. A call reads them once
@@ -157,22 +256,34 @@ local function emit(ctx, id, status, err, event, output)
 end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
--- remembers which indexes to clean once the hash is gone.
+-- remembers which indexes to clean once the hash is gone. A reply this call
+-- pushed got its TTL then (push_reply).
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk = JOB .. id
   redis.call('EXPIRE', jk, ctx.ttl)
-  redis.call('EXPIRE', REPLY .. id, ctx.ttl)
+  if not ctx.replied[id] then redis.call('EXPIRE', REPLY .. id, ctx.ttl) end
   redis.call('EXPIRE', LOGS .. id, ctx.ttl)
   local f = about(ctx, id)
-  redis.call('ZADD', EXPIRING, ctx.ms + ctx.ttl * 1000,
+  zpend(ctx, EXPIRING, ctx.ms + ctx.ttl * 1000,
     cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
--- The one way a status changes: hash, status index, event.
-local function set_status(ctx, id, old, new, extra, err, event)
+local function push_reply(ctx, id, status, output, err)
+  local rk = REPLY .. id
+  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
+  ctx.replied[id] = true
+end
+
+-- The one way a status changes: hash, status index, event. `hashed`: the
+-- caller writes status and updated_at itself (submit, in its own HSET; a
+-- hand-off, whose `started` follows in the same call).
+local function set_status(ctx, id, old, new, extra, err, event, hashed)
   local jk = JOB .. id
-  redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+  if not hashed then
+    redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+  end
   local output
   if extra then
     note(ctx, id, extra)
@@ -180,8 +291,7 @@ local function set_status(ctx, id, old, new, extra, err, event)
       if extra[i] == 'output' then output = extra[i + 1] end
     end
   end
-  if old then redis.call('ZREM', IDX_STATUS .. old, id) end
-  redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
+  move(ctx, id, old, new)
   if TERMINAL[new] then
     retain(ctx, id, new)
   elseif TERMINAL[old or ''] then
@@ -200,20 +310,31 @@ local function legacy_copies(recorded)
   return out
 end
 
+-- The job's CLAIM_FIELDS: what submit wrote in this call, else read.
+local function claim_record(ctx, id)
+  local g = ctx.fresh[id]
+  if not g then return redis.call('HMGET', JOB .. id, unpack(CLAIM_FIELDS)) end
+  ctx.fresh[id] = nil
+  local rec = {}
+  for i, name in ipairs(CLAIM_FIELDS) do rec[i] = g[name] or false end
+  return rec
+end
+
 -- Mark a claimed job started by this actor; the row the actor runs it from.
 -- Its copies in legacy queues go: an outside actor must not pop it after this.
-local function take(ctx, id, old, who, event, entry)
-  local jk = JOB .. id
-  redis.call('HINCRBY', jk, 'attempt', 1)
-  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+-- `rec`: its CLAIM_FIELDS when the caller has read them (claim_one).
+local function take(ctx, id, old, who, event, entry, rec)
+  rec = rec or claim_record(ctx, id)
   for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
+  -- the attempt counted up in the same HSET as the status
+  rec[7] = string.format('%d', (tonumber(rec[7]) or 0) + 1)
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
   local off = who.sandbox == 'off' and {'sandbox', 'off'} or {}
   ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', '', unpack(off)}, nil, event)
+     'finished_at', '', 'attempt', rec[7], unpack(off)}, nil, event)
   ctx.tag = nil
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
@@ -226,15 +347,19 @@ end
 -- entry whose actor's presence is gone is dropped. Records are written by
 -- hero_cycle: actor, held, ctl, lease and channel, one per line.
 local function hand_off(ctx, id, old, script_type)
+  if ctx.no_idle[script_type] then return false end  -- nothing pushes to it inside a call
   local idle = IDLE .. script_type
   while true do
     local rec = redis.call('RPOP', idle)
-    if not rec then return false end
+    if not rec then
+      ctx.no_idle[script_type] = true
+      return false
+    end
     local actor, held, ctl, lease, channel, sandbox =
       string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n?([^\n]*)$')
     if lease and redis.call('EXISTS', lease) == 1 then
       redis.call('LPUSH', held, id)
-      set_status(ctx, id, old, 'dispatched')
+      set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
       local row = take(ctx, id, 'dispatched',
         {actor = actor, ctl = ctl, lease = lease, sandbox = sandbox})
       redis.call('PUBLISH', channel, cjson.encode(row))
@@ -326,6 +451,7 @@ end
 -- a later write into the hash of an ended job is no transition.
 -- False when the hash's status is recorded already, or the job had ended.
 local function record_outside(ctx, id, st)
+  flush(ctx)  -- it reads the status indexes
   if redis.call('ZSCORE', IDX_STATUS .. st, id) then return false end
   for ended in pairs(TERMINAL) do
     if redis.call('ZSCORE', IDX_STATUS .. ended, id) then return false end
@@ -352,6 +478,7 @@ local function give_up(ctx, id, old, final, err, fields, reason)
   local f = redis.call('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
   local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
   for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
+  push_reply(ctx, id, final, '', err)
   local event_id = set_status(ctx, id, old, final, fields, err)
   if final == 'dlq' and f[3] == 'stream' then
     redis.call('XADD', DLQ_STREAM .. f[2], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
@@ -361,9 +488,6 @@ local function give_up(ctx, id, old, final, err, fields, reason)
     redis.call('LPUSH', DLQ .. f[2], cjson.encode({
       id = event_id, job_id = id, reason = reason, error = err, attempt = attempt, ts = ctx.ms}))
   end
-  local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
   on_terminal(ctx, id, final)
   return final
 end
@@ -470,21 +594,26 @@ local function submit(ctx, id, start_now, prereq_json, fields)
       return {'bad_prerequisite', p}
     end
   end
-  redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
-    'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
+  -- the `created` transition's status and updated_at in the same HSET
+  local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
+    'dependents', '[]'}
+  for i = 1, #fields do w[#w + 1] = fields[i] end
+  w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', 'created', 'updated_at', ctx.iso
+  redis.call('HSET', jk, unpack(w))
+  given.id, given.attempt = given.id or id, given.attempt or '0'
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
-  f[6] = '0'
   ctx.seen[id] = f
+  ctx.fresh[id] = given
   for _, p in ipairs(prereqs) do
     local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
     table.insert(deps, id)
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
-  redis.call('ZADD', IDX_ALL, ctx.ms, id)
-  redis.call('ZADD', IDX_TYPE .. f[1], ctx.ms, id)
-  if f[5] and f[5] ~= '' then redis.call('ZADD', IDX_CALLER .. f[5], ctx.ms, id) end
-  set_status(ctx, id, nil, 'created')
+  zpend(ctx, IDX_ALL, ctx.ms, id)
+  zpend(ctx, IDX_TYPE .. f[1], ctx.ms, id)
+  if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ms, id) end
+  set_status(ctx, id, nil, 'created', nil, nil, nil, true)
   if start_now then
     local route = {}
     for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
@@ -596,16 +725,10 @@ local function adopt(ctx, id, q)
   return nil
 end
 
-local function push_reply(ctx, id, status, output, err)
-  local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
-end
-
 -- An adopted job that cannot run ends in error, its reason as the error.
 local function reject(ctx, id, reason)
-  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   push_reply(ctx, id, 'error', '', reason)
+  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   on_terminal(ctx, id, 'error')
 end
 
@@ -613,9 +736,11 @@ end
 -- outside id whose hash (or script) is not there yet is parked for
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
 local function claim_one(ctx, held, who, q, id, grace_ms)
+  flush(ctx)  -- it reads IDX_ALL
   if redis.call('ZSCORE', IDX_ALL, id) then
-    local st = redis.call('HGET', JOB .. id, 'status')
-    if st == 'dispatched' then return take(ctx, id, 'dispatched', who) end
+    local rec = redis.call('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
+    local st = table.remove(rec, 1)
+    if st == 'dispatched' then return take(ctx, id, 'dispatched', who, nil, nil, rec) end
     if TERMINAL[st or ''] then record_outside(ctx, id, st) end  -- an outside actor ended it
   else
     local f = redis.call('HMGET', JOB .. id, 'status', 'script')
@@ -628,6 +753,7 @@ local function claim_one(ctx, held, who, q, id, grace_ms)
       reject(ctx, id, reason)
     elseif outside_waiting(f[1]) then
       redis.call('ZADD', ORPHANS, ctx.ms + grace_ms, cjson.encode({id = id, queue = q}))
+      ctx.parked = true
     end  -- else another actor runs it, or ran it
   end
   redis.call('LREM', held, 1, id)
@@ -638,6 +764,7 @@ end
 -- now, else failed with the reason.
 local function settle(ctx, limit)
   local due = redis.call('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
+  flush(ctx)  -- it reads IDX_ALL
   for _, raw in ipairs(due) do
     redis.call('ZREM', ORPHANS, raw)
     local o = cjson.decode(raw)
@@ -652,9 +779,10 @@ local function settle(ctx, limit)
   return #due
 end
 
--- Milliseconds until the next parked id is due (0: none parked).
-local function settle_due(ctx)
-  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+-- Milliseconds until the next parked id is due (0: none parked); `first`:
+-- the first of ORPHANS WITHSCORES when read already.
+local function settle_due(ctx, first)
+  first = first or redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
   if #first == 0 then return 0 end
   return math.max(tonumber(first[2]) - ctx.ms, 1)
 end
@@ -766,9 +894,9 @@ local function finish(ctx, held, who, r)
     fail_attempt(ctx, id, 'started', r.status, r.error, {'output', r.output, 'log_path', r.log_path})
     return 1
   end
+  push_reply(ctx, id, r.status, r.output, r.error)
   set_status(ctx, id, 'started', r.status,
     {'output', r.output, 'error', r.error, 'finished_at', ctx.iso, 'log_path', r.log_path}, r.error)
-  push_reply(ctx, id, r.status, r.output, r.error)
   on_terminal(ctx, id, r.status, dependents)
   return 1
 end
@@ -800,7 +928,12 @@ local function hero_cycle(keys, args)
       error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
-  settle(ctx, 100)
+  -- one read of ORPHANS when none is due (the usual cycle): settle only then
+  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+  if #first > 0 and tonumber(first[2]) <= ctx.ms then
+    settle(ctx, 100)
+    first = nil
+  end
   local out
   if who.consumer then
     out = claim_stream(ctx, who.stream, who, count, idle_ms, {})
@@ -810,7 +943,7 @@ local function hero_cycle(keys, args)
     out = claim(ctx, held, who, count, queues, tonumber(args[H + 8]), {})
     if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
   end
-  return {out, settle_due(ctx)}
+  return {out, settle_due(ctx, not ctx.parked and first or nil)}
 end
 
 -- Stream mode, on every heartbeat: reset the idle time of the entries this
@@ -1010,6 +1143,7 @@ local function hero_expire(_, args)
   local grace, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
   local n = 0
   for _, idx in ipairs({'started', 'dispatched'}) do
+    flush(ctx)
     local rows = redis.call('ZRANGE', IDX_STATUS .. idx, 0, limit - 1, 'WITHSCORES')
     for i = 1, #rows, 2 do
       local id, since = rows[i], tonumber(rows[i + 1])
@@ -1104,21 +1238,21 @@ local function hero_dlq_replay(_, args)
   return replayed
 end
 
-redis.register_function('hero_lead', hero_lead)
-redis.register_function('hero_reap', hero_reap)
-redis.register_function('hero_watch', hero_watch)
-redis.register_function('hero_expire', hero_expire)
-redis.register_function('hero_promote', hero_promote)
-redis.register_function('hero_prune', hero_prune)
-redis.register_function('hero_reconcile', hero_reconcile)
-redis.register_function('hero_dlq_replay', hero_dlq_replay)
-redis.register_function('hero_submit', hero_submit)
-redis.register_function('hero_submit_many', hero_submit_many)
-redis.register_function('hero_start', hero_start)
-redis.register_function('hero_cycle', hero_cycle)
-redis.register_function('hero_stream_touch', hero_stream_touch)
-redis.register_function('hero_stream_leave', hero_stream_leave)
-redis.register_function('hero_stream_prune', hero_stream_prune)
-redis.register_function('hero_stop', hero_stop)
-redis.register_function('hero_delete', hero_delete)
-redis.register_function('hero_log', hero_log)
+register('hero_lead', hero_lead)
+register('hero_reap', hero_reap)
+register('hero_watch', hero_watch)
+register('hero_expire', hero_expire)
+register('hero_promote', hero_promote)
+register('hero_prune', hero_prune)
+register('hero_reconcile', hero_reconcile)
+register('hero_dlq_replay', hero_dlq_replay)
+register('hero_submit', hero_submit)
+register('hero_submit_many', hero_submit_many)
+register('hero_start', hero_start)
+register('hero_cycle', hero_cycle)
+register('hero_stream_touch', hero_stream_touch)
+register('hero_stream_leave', hero_stream_leave)
+register('hero_stream_prune', hero_stream_prune)
+register('hero_stop', hero_stop)
+register('hero_delete', hero_delete)
+register('hero_log', hero_log)
