@@ -108,6 +108,7 @@ local function context(args)
     woken = {},  -- queues whose idle actors this call has woken already
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
     fresh = {},  -- job id -> the fields submit has just written (see `take`)
+    unwritten = {},  -- job id -> its HSET arguments while submit has it in hand
     replied = {},  -- job ids whose reply this call has pushed (see `retain`)
     no_idle = {},  -- script types whose idle list this call found empty
     moves = {}, moved = {},  -- job id -> {status before the call, status now}
@@ -124,6 +125,7 @@ end
 -- index is written once per job per call, from the status before the call
 -- to the one after: a job created, dispatched and started in one submit is
 -- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
+-- A flush also writes the hashes submit still holds (see set_status).
 local function zpend(ctx, key, score, member)
   local list = ctx.zadds[key]
   if not list then
@@ -169,6 +171,8 @@ end
 local function flush(ctx)
   if not ctx.dirty then return end
   ctx.dirty = false
+  for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
+  ctx.unwritten = {}
   local rem, rem_order, add, add_order = {}, {}, {}, {}
   for _, id in ipairs(ctx.moved) do
     local m = ctx.moves[id]
@@ -277,11 +281,21 @@ local function push_reply(ctx, id, status, output, err)
 end
 
 -- The one way a status changes: hash, status index, event. `hashed`: the
--- caller writes status and updated_at itself (submit, in its own HSET; a
--- hand-off, whose `started` follows in the same call).
+-- caller writes status and updated_at itself (a hand-off, whose `started`
+-- follows in the same call). A job submit is creating gets one HSET, when
+-- submit is done with it (`unwritten`), unless it ends right away (then
+-- the hash is written first, as the end sets its TTL).
 local function set_status(ctx, id, old, new, extra, err, event, hashed)
   local jk = JOB .. id
-  if not hashed then
+  local w = ctx.unwritten[id]
+  if w and TERMINAL[new] then
+    redis.call('HSET', jk, unpack(w))
+    ctx.unwritten[id], w = nil, nil
+  end
+  if w then
+    w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', new, 'updated_at', ctx.iso
+    for _, v in ipairs(extra or {}) do w[#w + 1] = v end
+  elseif not hashed then
     redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
   end
   local output
@@ -594,12 +608,12 @@ local function submit(ctx, id, start_now, prereq_json, fields)
       return {'bad_prerequisite', p}
     end
   end
-  -- the `created` transition's status and updated_at in the same HSET
+  -- written once, with the status the job has when submit is done with it
   local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
     'dependents', '[]'}
   for i = 1, #fields do w[#w + 1] = fields[i] end
-  w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', 'created', 'updated_at', ctx.iso
-  redis.call('HSET', jk, unpack(w))
+  ctx.unwritten[id] = w
+  ctx.dirty = true
   given.id, given.attempt = given.id or id, given.attempt or '0'
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
@@ -613,13 +627,18 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   zpend(ctx, IDX_ALL, ctx.ms, id)
   zpend(ctx, IDX_TYPE .. f[1], ctx.ms, id)
   if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ms, id) end
-  set_status(ctx, id, nil, 'created', nil, nil, nil, true)
+  set_status(ctx, id, nil, 'created')
+  local reply = {'created', ''}
   if start_now then
     local route = {}
     for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
-    return start(ctx, id, {prereqs = prereqs, route = route})
+    reply = start(ctx, id, {prereqs = prereqs, route = route})
   end
-  return {'created', ''}
+  if ctx.unwritten[id] then
+    redis.call('HSET', jk, unpack(ctx.unwritten[id]))
+    ctx.unwritten[id] = nil
+  end
+  return reply
 end
 
 -- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
