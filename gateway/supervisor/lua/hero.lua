@@ -120,8 +120,9 @@ local function context(args)
 end
 
 -- Sorted-set writes wait for the end of the call (or the next read of a
--- status index or of IDX_ALL in it: `flush`), where each set gets one ZADD
--- (and one ZREM) for all its members. Nobody sees inside a call, so a status
+-- status index in it: `flush`), where each set gets one ZADD (and one ZREM)
+-- for all its members. (IDX_ALL, read by claims, is written late only by
+-- submit, which no call that claims runs.) Nobody sees inside a call, so a status
 -- index is written once per job per call, from the status before the call
 -- to the one after: a job created, dispatched and started in one submit is
 -- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
@@ -755,7 +756,6 @@ end
 -- outside id whose hash (or script) is not there yet is parked for
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
 local function claim_one(ctx, held, who, q, id, grace_ms)
-  flush(ctx)  -- it reads IDX_ALL
   if redis.call('ZSCORE', IDX_ALL, id) then
     local rec = redis.call('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
     local st = table.remove(rec, 1)
@@ -783,7 +783,6 @@ end
 -- now, else failed with the reason.
 local function settle(ctx, limit)
   local due = redis.call('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
-  flush(ctx)  -- it reads IDX_ALL
   for _, raw in ipairs(due) do
     redis.call('ZREM', ORPHANS, raw)
     local o = cjson.decode(raw)
