@@ -54,6 +54,8 @@ local TERMINAL = {finished = true, error = true, stopped = true, timeout = true,
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
 local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
 
+local NONE = {}  -- an empty list to unpack, never written to
+
 local function floor(x) return math.floor(x) end
 
 -- ISO 8601 from epoch seconds (days-from-civil inverse, proleptic Gregorian).
@@ -96,7 +98,7 @@ local function context(args)
   local ctx = {
     maxlen = args[1],
     compat = compat,
-    legacy = compat and legacy_kinds(args[2]) or {},
+    legacy = compat and legacy_kinds(args[2]) or NONE,
     ttl = tonumber(args[3]),
     retry_base = tonumber(args[4]),
     retry_max = tonumber(args[5]),
@@ -104,17 +106,24 @@ local function context(args)
     dlq_maxlen = args[7],
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
-    routed = {},  -- queues this call has recorded in QUEUES already
-    woken = {},  -- queues whose idle actors this call has woken already
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
-    fresh = {},  -- job id -> the fields submit has just written (see `take`)
-    unwritten = {},  -- job id -> its HSET arguments while submit has it in hand
-    replied = {},  -- job ids whose reply this call has pushed (see `retain`)
-    no_idle = {},  -- script types whose idle list this call found empty
-    moves = {}, moved = {},  -- job id -> {status before the call, status now}
-    zadds = {}, zkeys = {},  -- sorted set -> {score, member, ...} to add
-    dirty = false,
+    -- made when first needed (see `tab`; every table a call makes is garbage
+    -- for Lua to collect, which costs more than most of the commands):
+    -- fresh: job id -> the fields submit has just written (see `take`);
+    -- unwritten: job id -> its HSET arguments while submit has it in hand;
+    -- replied: job ids whose reply this call has pushed (see `retain`);
+    -- no_idle: script types whose idle list this call found empty;
+    -- routed: queues this call has recorded in QUEUES already;
+    -- woken: queues whose idle actors this call has woken already;
+    -- moves, moved: job id -> {status before the call, status now}, in order;
+    -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order.
   }
+  -- as text once: each number given to redis.call is formatted anew
+  ctx.ts = string.format('%d', ctx.ms)
+  if ctx.ttl > 0 then
+    ctx.ttl_s = string.format('%d', ctx.ttl)
+    ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
+  end
   current = ctx
   return ctx
 end
@@ -127,35 +136,14 @@ end
 -- to the one after: a job created, dispatched and started in one submit is
 -- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
 -- A flush also writes the hashes submit still holds (see set_status).
-local function zpend(ctx, key, score, member)
-  local list = ctx.zadds[key]
-  if not list then
-    list = {}
-    ctx.zadds[key] = list
-    ctx.zkeys[#ctx.zkeys + 1] = key
+-- ctx[name], a table made on first use.
+local function tab(ctx, name)
+  local t = ctx[name]
+  if not t then
+    t = {}
+    ctx[name] = t
   end
-  list[#list + 1] = score
-  list[#list + 1] = member
-  ctx.dirty = true
-end
-
-local function move(ctx, id, old, new)
-  local m = ctx.moves[id]
-  if m then
-    m[2] = new
-  else
-    ctx.moves[id] = {old or false, new}
-    ctx.moved[#ctx.moved + 1] = id
-  end
-  ctx.dirty = true
-end
-
--- `cmd key` with the `list` of arguments, at most `step` of them per command
--- (Lua's unpack has a limit).
-local function batched(cmd, key, list, step)
-  for i = 1, #list, step do
-    redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
-  end
+  return t
 end
 
 -- A list in `map` under `key`, created (and `key` appended to `order`) when new.
@@ -169,27 +157,71 @@ local function bucket(map, order, key)
   return list
 end
 
-local function flush(ctx)
-  if not ctx.dirty then return end
-  ctx.dirty = false
-  for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
-  ctx.unwritten = {}
+local function zpend(ctx, key, score, member)
+  local list = bucket(tab(ctx, 'zadds'), tab(ctx, 'zkeys'), key)
+  list[#list + 1] = score
+  list[#list + 1] = member
+  ctx.dirty = true
+end
+
+local function move(ctx, id, old, new)
+  local moves = tab(ctx, 'moves')
+  local m = moves[id]
+  if m then
+    m[2] = new
+  else
+    moves[id] = {old or false, new}
+    local moved = tab(ctx, 'moved')
+    moved[#moved + 1] = id
+  end
+  ctx.dirty = true
+end
+
+-- `cmd key` with the `list` of arguments, at most `step` of them per command
+-- (Lua's unpack has a limit).
+local function batched(cmd, key, list, step)
+  for i = 1, #list, step do
+    redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
+  end
+end
+
+-- The status moves pending, one ZREM and one ZADD per index.
+local function flush_moves(ctx, moved)
+  local moves = ctx.moves
+  ctx.moves, ctx.moved = nil, nil
+  if #moved == 1 then  -- the usual call of an idle actor or a lone submit
+    local m = moves[moved[1]]
+    if m[1] and m[1] ~= m[2] then redis.call('ZREM', IDX_STATUS .. m[1], moved[1]) end
+    redis.call('ZADD', IDX_STATUS .. m[2], ctx.ts, moved[1])
+    return
+  end
   local rem, rem_order, add, add_order = {}, {}, {}, {}
-  for _, id in ipairs(ctx.moved) do
-    local m = ctx.moves[id]
+  for _, id in ipairs(moved) do
+    local m = moves[id]
     if m[1] and m[1] ~= m[2] then
       local list = bucket(rem, rem_order, m[1])
       list[#list + 1] = id
     end
     local list = bucket(add, add_order, m[2])
-    list[#list + 1] = ctx.ms
+    list[#list + 1] = ctx.ts
     list[#list + 1] = id
   end
-  ctx.moves, ctx.moved = {}, {}
   for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
   for _, st in ipairs(add_order) do batched('ZADD', IDX_STATUS .. st, add[st], 2000) end
-  for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
-  ctx.zadds, ctx.zkeys = {}, {}
+end
+
+local function flush(ctx)
+  if not ctx.dirty then return end
+  ctx.dirty = false
+  if ctx.unwritten then
+    for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
+    ctx.unwritten = nil
+  end
+  if ctx.moved then flush_moves(ctx, ctx.moved) end
+  if ctx.zkeys then
+    for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
+    ctx.zadds, ctx.zkeys = nil, nil
+  end
 end
 
 -- Every Function is registered through this: what its call left pending is
@@ -243,16 +275,19 @@ local OUTPUT_IN_EVENT = 4096
 -- `output`: the job's output when the caller has just written it.
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
-  local result = {unpack(ctx.tag or {})}
+  local result = ctx.tag or NONE
   if TERMINAL[status] then
     local out = output or redis.call('HGET', JOB .. id, 'output') or ''
-    if #out <= OUTPUT_IN_EVENT then result[#result + 1], result[#result + 2] = 'output', out end
+    if #out <= OUTPUT_IN_EVENT then
+      result = {unpack(result)}
+      result[#result + 1], result[#result + 2] = 'output', out
+    end
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
     'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
-    'ts', tostring(ctx.ms), 'error', err or '', unpack(result))
+    'ts', ctx.ts, 'error', err or '', unpack(result))
   if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id
     redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
       'job_id', id, 'status', status, 'error', err or '', unpack(result))
@@ -266,19 +301,19 @@ end
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk = JOB .. id
-  redis.call('EXPIRE', jk, ctx.ttl)
-  if not ctx.replied[id] then redis.call('EXPIRE', REPLY .. id, ctx.ttl) end
-  redis.call('EXPIRE', LOGS .. id, ctx.ttl)
+  redis.call('EXPIRE', jk, ctx.ttl_s)
+  if not (ctx.replied and ctx.replied[id]) then redis.call('EXPIRE', REPLY .. id, ctx.ttl_s) end
+  redis.call('EXPIRE', LOGS .. id, ctx.ttl_s)
   local f = about(ctx, id)
-  zpend(ctx, EXPIRING, ctx.ms + ctx.ttl * 1000,
+  zpend(ctx, EXPIRING, ctx.expiry,
     cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
 local function push_reply(ctx, id, status, output, err)
   local rk = REPLY .. id
   redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
-  ctx.replied[id] = true
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl_s) end
+  tab(ctx, 'replied')[id] = true
 end
 
 -- The one way a status changes: hash, status index, event. `hashed`: the
@@ -288,16 +323,16 @@ end
 -- the hash is written first, as the end sets its TTL).
 local function set_status(ctx, id, old, new, extra, err, event, hashed)
   local jk = JOB .. id
-  local w = ctx.unwritten[id]
+  local w = ctx.unwritten and ctx.unwritten[id]
   if w and TERMINAL[new] then
     redis.call('HSET', jk, unpack(w))
     ctx.unwritten[id], w = nil, nil
   end
   if w then
     w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', new, 'updated_at', ctx.iso
-    for _, v in ipairs(extra or {}) do w[#w + 1] = v end
+    for _, v in ipairs(extra or NONE) do w[#w + 1] = v end
   elseif not hashed then
-    redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+    redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or NONE))
   end
   local output
   if extra then
@@ -320,6 +355,7 @@ local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id
 
 -- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
 local function legacy_copies(recorded)
+  if not recorded or recorded == '' then return NONE end
   local out = {}
   for q in string.gmatch(recorded or '', '[^\n]+') do out[#out + 1] = q end
   return out
@@ -327,7 +363,7 @@ end
 
 -- The job's CLAIM_FIELDS: what submit wrote in this call, else read.
 local function claim_record(ctx, id)
-  local g = ctx.fresh[id]
+  local g = ctx.fresh and ctx.fresh[id]
   if not g then return redis.call('HMGET', JOB .. id, unpack(CLAIM_FIELDS)) end
   ctx.fresh[id] = nil
   local rec = {}
@@ -345,7 +381,7 @@ local function take(ctx, id, old, who, event, entry, rec)
   rec[7] = string.format('%d', (tonumber(rec[7]) or 0) + 1)
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
-  local off = who.sandbox == 'off' and {'sandbox', 'off'} or {}
+  local off = who.sandbox == 'off' and {'sandbox', 'off'} or NONE
   ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
@@ -362,12 +398,12 @@ end
 -- entry whose actor's presence is gone is dropped. Records are written by
 -- hero_cycle: actor, held, ctl, lease and channel, one per line.
 local function hand_off(ctx, id, old, script_type)
-  if ctx.no_idle[script_type] then return false end  -- nothing pushes to it inside a call
+  if ctx.no_idle and ctx.no_idle[script_type] then return false end  -- nothing pushes to it inside a call
   local idle = IDLE .. script_type
   while true do
     local rec = redis.call('RPOP', idle)
     if not rec then
-      ctx.no_idle[script_type] = true
+      tab(ctx, 'no_idle')[script_type] = true
       return false
     end
     local actor, held, ctl, lease, channel, sandbox =
@@ -391,8 +427,9 @@ end
 local ROUTE_FIELDS = {'queue', 'worker_id', 'script_type', 'mode', 'group'}
 local function dispatch(ctx, id, old, route)
   local f = route or redis.call('HMGET', JOB .. id, unpack(ROUTE_FIELDS))
-  if not ctx.routed[f[1]] then  -- for queue.stats, even when no job waits in it
-    ctx.routed[f[1]] = true
+  local routed = tab(ctx, 'routed')
+  if not routed[f[1]] then  -- for queue.stats, even when no job waits in it
+    routed[f[1]] = true
     redis.call('SADD', QUEUES, f[1])
   end
   local direct = f[4] ~= 'stream' and not ctx.compat and (f[5] or '') == ''
@@ -405,8 +442,9 @@ local function dispatch(ctx, id, old, route)
   else
     redis.call('LPUSH', f[1], id)
   end
-  if not ctx.woken[f[1]] then
-    ctx.woken[f[1]] = true
+  local woken = tab(ctx, 'woken')
+  if not woken[f[1]] then
+    woken[f[1]] = true
     redis.call('PUBLISH', WAKE .. f[3], f[1])
   end
   if ctx.compat then
@@ -613,21 +651,21 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
     'dependents', '[]'}
   for i = 1, #fields do w[#w + 1] = fields[i] end
-  ctx.unwritten[id] = w
+  tab(ctx, 'unwritten')[id] = w
   ctx.dirty = true
   given.id, given.attempt = given.id or id, given.attempt or '0'
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
   ctx.seen[id] = f
-  ctx.fresh[id] = given
+  tab(ctx, 'fresh')[id] = given
   for _, p in ipairs(prereqs) do
     local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
     table.insert(deps, id)
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
-  zpend(ctx, IDX_ALL, ctx.ms, id)
-  zpend(ctx, IDX_TYPE .. f[1], ctx.ms, id)
-  if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ms, id) end
+  zpend(ctx, IDX_ALL, ctx.ts, id)
+  zpend(ctx, IDX_TYPE .. f[1], ctx.ts, id)
+  if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ts, id) end
   set_status(ctx, id, nil, 'created')
   local reply = {'created', ''}
   if start_now then
@@ -635,7 +673,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
     for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
     reply = start(ctx, id, {prereqs = prereqs, route = route})
   end
-  if ctx.unwritten[id] then
+  if ctx.unwritten and ctx.unwritten[id] then
     redis.call('HSET', jk, unpack(ctx.unwritten[id]))
     ctx.unwritten[id] = nil
   end
