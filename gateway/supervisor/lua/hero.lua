@@ -463,8 +463,9 @@ local function dispatch(ctx, id, old, route)
   return f[1]
 end
 
+-- Read only: an empty list is the shared NONE.
 local function decode_list(raw)
-  if not raw or raw == '' or raw == '[]' then return {} end
+  if not raw or raw == '' or raw == '[]' then return NONE end
   return cjson.decode(raw)
 end
 
@@ -472,6 +473,7 @@ end
 -- A worklist, not recursion, so a long chain of failures cannot blow the stack.
 -- `dependents`: the job's dependents field, when the caller has read it.
 local function on_terminal(ctx, id, status, dependents)
+  if dependents == '[]' or dependents == '' then return end  -- the usual job
   local work = { {id, status, dependents} }
   while #work > 0 do
     local item = table.remove(work)
@@ -659,7 +661,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   ctx.seen[id] = f
   tab(ctx, 'fresh')[id] = given
   for _, p in ipairs(prereqs) do
-    local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
+    local deps = {unpack(decode_list(redis.call('HGET', JOB .. p, 'dependents')))}
     table.insert(deps, id)
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
