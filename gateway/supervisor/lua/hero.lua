@@ -224,11 +224,11 @@ local function flush(ctx)
   end
 end
 
--- Every Function is registered through this: what its call left pending is
--- written when it returns (and when it fails part way, as its other writes
--- stay too: Redis does not roll a Function back).
-local function register(name, f)
-  redis.register_function(name, function(keys, args)
+-- Every Function is registered wrapped in this: what its call left pending
+-- is written when it returns (and when it fails part way, as its other
+-- writes stay too: Redis does not roll a Function back).
+local function wrap(f)
+  return function(keys, args)
     current = nil
     local ok, r = pcall(f, keys, args)
     if current then
@@ -238,7 +238,7 @@ local function register(name, f)
     end
     if not ok then error(r, 0) end
     return r
-  end)
+  end
 end
 
 -- What every event carries besides the transition. A call reads them once
@@ -1296,21 +1296,21 @@ local function hero_dlq_replay(_, args)
   return replayed
 end
 
-register('hero_lead', hero_lead)
-register('hero_reap', hero_reap)
-register('hero_watch', hero_watch)
-register('hero_expire', hero_expire)
-register('hero_promote', hero_promote)
-register('hero_prune', hero_prune)
-register('hero_reconcile', hero_reconcile)
-register('hero_dlq_replay', hero_dlq_replay)
-register('hero_submit', hero_submit)
-register('hero_submit_many', hero_submit_many)
-register('hero_start', hero_start)
-register('hero_cycle', hero_cycle)
-register('hero_stream_touch', hero_stream_touch)
-register('hero_stream_leave', hero_stream_leave)
-register('hero_stream_prune', hero_stream_prune)
-register('hero_stop', hero_stop)
-register('hero_delete', hero_delete)
-register('hero_log', hero_log)
+redis.register_function('hero_lead', wrap(hero_lead))
+redis.register_function('hero_reap', wrap(hero_reap))
+redis.register_function('hero_watch', wrap(hero_watch))
+redis.register_function('hero_expire', wrap(hero_expire))
+redis.register_function('hero_promote', wrap(hero_promote))
+redis.register_function('hero_prune', wrap(hero_prune))
+redis.register_function('hero_reconcile', wrap(hero_reconcile))
+redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
+redis.register_function('hero_submit', wrap(hero_submit))
+redis.register_function('hero_submit_many', wrap(hero_submit_many))
+redis.register_function('hero_start', wrap(hero_start))
+redis.register_function('hero_cycle', wrap(hero_cycle))
+redis.register_function('hero_stream_touch', wrap(hero_stream_touch))
+redis.register_function('hero_stream_leave', wrap(hero_stream_leave))
+redis.register_function('hero_stream_prune', wrap(hero_stream_prune))
+redis.register_function('hero_stop', wrap(hero_stop))
+redis.register_function('hero_delete', wrap(hero_delete))
+redis.register_function('hero_log', wrap(hero_log))
