@@ -54,6 +54,8 @@ local TERMINAL = {finished = true, error = true, stopped = true, timeout = true,
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
 local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
 
+local NONE = {}  -- an empty list to unpack, never written to
+
 local function floor(x) return math.floor(x) end
 
 -- ISO 8601 from epoch seconds (days-from-civil inverse, proleptic Gregorian).
@@ -84,14 +86,19 @@ local function legacy_kinds(spec)
   return kinds
 end
 
+-- The context of the Function call running now (set by `context`), so the
+-- wrapper every Function is registered through (see `register`) can write
+-- what the call left pending.
+local current
+
 local function context(args)
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local compat = args[2] ~= '0' and args[2] ~= ''
-  return {
+  local ctx = {
     maxlen = args[1],
     compat = compat,
-    legacy = compat and legacy_kinds(args[2]) or {},
+    legacy = compat and legacy_kinds(args[2]) or NONE,
     ttl = tonumber(args[3]),
     retry_base = tonumber(args[4]),
     retry_max = tonumber(args[5]),
@@ -99,10 +106,139 @@ local function context(args)
     dlq_maxlen = args[7],
     ms = sec * 1000 + floor(usec / 1000),
     iso = iso(sec, usec),
-    routed = {},  -- queues this call has recorded in QUEUES already
-    woken = {},  -- queues whose idle actors this call has woken already
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
+    -- made when first needed (see `tab`; every table a call makes is garbage
+    -- for Lua to collect, which costs more than most of the commands):
+    -- fresh: job id -> the fields submit has just written (see `take`);
+    -- unwritten: job id -> its HSET arguments while submit has it in hand;
+    -- replied: job ids whose reply this call has pushed (see `retain`);
+    -- no_idle: script types whose idle list this call found empty;
+    -- routed: queues this call has recorded in QUEUES already;
+    -- woken: queues whose idle actors this call has woken already;
+    -- moves, moved: job id -> {status before the call, status now}, in order;
+    -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order.
   }
+  -- as text once: each number given to redis.call is formatted anew
+  ctx.ts = string.format('%d', ctx.ms)
+  if ctx.ttl > 0 then
+    ctx.ttl_s = string.format('%d', ctx.ttl)
+    ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
+  end
+  current = ctx
+  return ctx
+end
+
+-- Sorted-set writes wait for the end of the call (or the next read of a
+-- status index in it: `flush`), where each set gets one ZADD (and one ZREM)
+-- for all its members. (IDX_ALL, read by claims, is written late only by
+-- submit, which no call that claims runs.) Nobody sees inside a call, so a status
+-- index is written once per job per call, from the status before the call
+-- to the one after: a job created, dispatched and started in one submit is
+-- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
+-- A flush also writes the hashes submit still holds (see set_status).
+-- ctx[name], a table made on first use.
+local function tab(ctx, name)
+  local t = ctx[name]
+  if not t then
+    t = {}
+    ctx[name] = t
+  end
+  return t
+end
+
+-- A list in `map` under `key`, created (and `key` appended to `order`) when new.
+local function bucket(map, order, key)
+  local list = map[key]
+  if not list then
+    list = {}
+    map[key] = list
+    order[#order + 1] = key
+  end
+  return list
+end
+
+local function zpend(ctx, key, score, member)
+  local list = bucket(tab(ctx, 'zadds'), tab(ctx, 'zkeys'), key)
+  list[#list + 1] = score
+  list[#list + 1] = member
+  ctx.dirty = true
+end
+
+local function move(ctx, id, old, new)
+  local moves = tab(ctx, 'moves')
+  local m = moves[id]
+  if m then
+    m[2] = new
+  else
+    moves[id] = {old or false, new}
+    local moved = tab(ctx, 'moved')
+    moved[#moved + 1] = id
+  end
+  ctx.dirty = true
+end
+
+-- `cmd key` with the `list` of arguments, at most `step` of them per command
+-- (Lua's unpack has a limit).
+local function batched(cmd, key, list, step)
+  for i = 1, #list, step do
+    redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
+  end
+end
+
+-- The status moves pending, one ZREM and one ZADD per index.
+local function flush_moves(ctx, moved)
+  local moves = ctx.moves
+  ctx.moves, ctx.moved = nil, nil
+  if #moved == 1 then  -- the usual call of an idle actor or a lone submit
+    local m = moves[moved[1]]
+    if m[1] and m[1] ~= m[2] then redis.call('ZREM', IDX_STATUS .. m[1], moved[1]) end
+    redis.call('ZADD', IDX_STATUS .. m[2], ctx.ts, moved[1])
+    return
+  end
+  local rem, rem_order, add, add_order = {}, {}, {}, {}
+  for _, id in ipairs(moved) do
+    local m = moves[id]
+    if m[1] and m[1] ~= m[2] then
+      local list = bucket(rem, rem_order, m[1])
+      list[#list + 1] = id
+    end
+    local list = bucket(add, add_order, m[2])
+    list[#list + 1] = ctx.ts
+    list[#list + 1] = id
+  end
+  for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
+  for _, st in ipairs(add_order) do batched('ZADD', IDX_STATUS .. st, add[st], 2000) end
+end
+
+local function flush(ctx)
+  if not ctx.dirty then return end
+  ctx.dirty = false
+  if ctx.unwritten then
+    for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
+    ctx.unwritten = nil
+  end
+  if ctx.moved then flush_moves(ctx, ctx.moved) end
+  if ctx.zkeys then
+    for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
+    ctx.zadds, ctx.zkeys = nil, nil
+  end
+end
+
+-- Every Function is registered wrapped in this: what its call left pending
+-- is written when it returns (and when it fails part way, as its other
+-- writes stay too: Redis does not roll a Function back).
+local function wrap(f)
+  return function(keys, args)
+    current = nil
+    local ok, r = pcall(f, keys, args)
+    if current then
+      local ctx = current
+      current = nil
+      flush(ctx)
+    end
+    if not ok then error(r, 0) end
+    return r
+  end
 end
 
 -- What every event carries besides the transition. A call reads them once
@@ -139,16 +275,19 @@ local OUTPUT_IN_EVENT = 4096
 -- `output`: the job's output when the caller has just written it.
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
-  local result = {unpack(ctx.tag or {})}
+  local result = ctx.tag or NONE
   if TERMINAL[status] then
     local out = output or redis.call('HGET', JOB .. id, 'output') or ''
-    if #out <= OUTPUT_IN_EVENT then result[#result + 1], result[#result + 2] = 'output', out end
+    if #out <= OUTPUT_IN_EVENT then
+      result = {unpack(result)}
+      result[#result + 1], result[#result + 2] = 'output', out
+    end
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
     'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
     'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
-    'ts', tostring(ctx.ms), 'error', err or '', unpack(result))
+    'ts', ctx.ts, 'error', err or '', unpack(result))
   if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id
     redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
       'job_id', id, 'status', status, 'error', err or '', unpack(result))
@@ -157,22 +296,44 @@ local function emit(ctx, id, status, err, event, output)
 end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
--- remembers which indexes to clean once the hash is gone.
+-- remembers which indexes to clean once the hash is gone. A reply this call
+-- pushed got its TTL then (push_reply).
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk = JOB .. id
-  redis.call('EXPIRE', jk, ctx.ttl)
-  redis.call('EXPIRE', REPLY .. id, ctx.ttl)
-  redis.call('EXPIRE', LOGS .. id, ctx.ttl)
+  redis.call('EXPIRE', jk, ctx.ttl_s)
+  if not (ctx.replied and ctx.replied[id]) then redis.call('EXPIRE', REPLY .. id, ctx.ttl_s) end
+  redis.call('EXPIRE', LOGS .. id, ctx.ttl_s)
   local f = about(ctx, id)
-  redis.call('ZADD', EXPIRING, ctx.ms + ctx.ttl * 1000,
+  zpend(ctx, EXPIRING, ctx.expiry,
     cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
--- The one way a status changes: hash, status index, event.
-local function set_status(ctx, id, old, new, extra, err, event)
+local function push_reply(ctx, id, status, output, err)
+  local rk = REPLY .. id
+  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl_s) end
+  tab(ctx, 'replied')[id] = true
+end
+
+-- The one way a status changes: hash, status index, event. `hashed`: the
+-- caller writes status and updated_at itself (a hand-off, whose `started`
+-- follows in the same call). A job submit is creating gets one HSET, when
+-- submit is done with it (`unwritten`), unless it ends right away (then
+-- the hash is written first, as the end sets its TTL).
+local function set_status(ctx, id, old, new, extra, err, event, hashed)
   local jk = JOB .. id
-  redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or {}))
+  local w = ctx.unwritten and ctx.unwritten[id]
+  if w and TERMINAL[new] then
+    redis.call('HSET', jk, unpack(w))
+    ctx.unwritten[id], w = nil, nil
+  end
+  if w then
+    w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', new, 'updated_at', ctx.iso
+    for _, v in ipairs(extra or NONE) do w[#w + 1] = v end
+  elseif not hashed then
+    redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or NONE))
+  end
   local output
   if extra then
     note(ctx, id, extra)
@@ -180,8 +341,7 @@ local function set_status(ctx, id, old, new, extra, err, event)
       if extra[i] == 'output' then output = extra[i + 1] end
     end
   end
-  if old then redis.call('ZREM', IDX_STATUS .. old, id) end
-  redis.call('ZADD', IDX_STATUS .. new, ctx.ms, id)
+  move(ctx, id, old, new)
   if TERMINAL[new] then
     retain(ctx, id, new)
   elseif TERMINAL[old or ''] then
@@ -195,25 +355,37 @@ local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id
 
 -- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
 local function legacy_copies(recorded)
+  if not recorded or recorded == '' then return NONE end
   local out = {}
   for q in string.gmatch(recorded or '', '[^\n]+') do out[#out + 1] = q end
   return out
 end
 
+-- The job's CLAIM_FIELDS: what submit wrote in this call, else read.
+local function claim_record(ctx, id)
+  local g = ctx.fresh and ctx.fresh[id]
+  if not g then return redis.call('HMGET', JOB .. id, unpack(CLAIM_FIELDS)) end
+  ctx.fresh[id] = nil
+  local rec = {}
+  for i, name in ipairs(CLAIM_FIELDS) do rec[i] = g[name] or false end
+  return rec
+end
+
 -- Mark a claimed job started by this actor; the row the actor runs it from.
 -- Its copies in legacy queues go: an outside actor must not pop it after this.
-local function take(ctx, id, old, who, event, entry)
-  local jk = JOB .. id
-  redis.call('HINCRBY', jk, 'attempt', 1)
-  local rec = redis.call('HMGET', jk, unpack(CLAIM_FIELDS))
+-- `rec`: its CLAIM_FIELDS when the caller has read them (claim_one).
+local function take(ctx, id, old, who, event, entry, rec)
+  rec = rec or claim_record(ctx, id)
   for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
+  -- the attempt counted up in the same HSET as the status
+  rec[7] = string.format('%d', (tonumber(rec[7]) or 0) + 1)
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
-  local off = who.sandbox == 'off' and {'sandbox', 'off'} or {}
+  local off = who.sandbox == 'off' and {'sandbox', 'off'} or NONE
   ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', '', unpack(off)}, nil, event)
+     'finished_at', '', 'attempt', rec[7], unpack(off)}, nil, event)
   ctx.tag = nil
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
@@ -226,15 +398,19 @@ end
 -- entry whose actor's presence is gone is dropped. Records are written by
 -- hero_cycle: actor, held, ctl, lease and channel, one per line.
 local function hand_off(ctx, id, old, script_type)
+  if ctx.no_idle and ctx.no_idle[script_type] then return false end  -- nothing pushes to it inside a call
   local idle = IDLE .. script_type
   while true do
     local rec = redis.call('RPOP', idle)
-    if not rec then return false end
+    if not rec then
+      tab(ctx, 'no_idle')[script_type] = true
+      return false
+    end
     local actor, held, ctl, lease, channel, sandbox =
       string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n?([^\n]*)$')
     if lease and redis.call('EXISTS', lease) == 1 then
       redis.call('LPUSH', held, id)
-      set_status(ctx, id, old, 'dispatched')
+      set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
       local row = take(ctx, id, 'dispatched',
         {actor = actor, ctl = ctl, lease = lease, sandbox = sandbox})
       redis.call('PUBLISH', channel, cjson.encode(row))
@@ -251,8 +427,9 @@ end
 local ROUTE_FIELDS = {'queue', 'worker_id', 'script_type', 'mode', 'group'}
 local function dispatch(ctx, id, old, route)
   local f = route or redis.call('HMGET', JOB .. id, unpack(ROUTE_FIELDS))
-  if not ctx.routed[f[1]] then  -- for queue.stats, even when no job waits in it
-    ctx.routed[f[1]] = true
+  local routed = tab(ctx, 'routed')
+  if not routed[f[1]] then  -- for queue.stats, even when no job waits in it
+    routed[f[1]] = true
     redis.call('SADD', QUEUES, f[1])
   end
   local direct = f[4] ~= 'stream' and not ctx.compat and (f[5] or '') == ''
@@ -265,8 +442,9 @@ local function dispatch(ctx, id, old, route)
   else
     redis.call('LPUSH', f[1], id)
   end
-  if not ctx.woken[f[1]] then
-    ctx.woken[f[1]] = true
+  local woken = tab(ctx, 'woken')
+  if not woken[f[1]] then
+    woken[f[1]] = true
     redis.call('PUBLISH', WAKE .. f[3], f[1])
   end
   if ctx.compat then
@@ -285,8 +463,9 @@ local function dispatch(ctx, id, old, route)
   return f[1]
 end
 
+-- Read only: an empty list is the shared NONE.
 local function decode_list(raw)
-  if not raw or raw == '' or raw == '[]' then return {} end
+  if not raw or raw == '' or raw == '[]' then return NONE end
   return cjson.decode(raw)
 end
 
@@ -294,6 +473,7 @@ end
 -- A worklist, not recursion, so a long chain of failures cannot blow the stack.
 -- `dependents`: the job's dependents field, when the caller has read it.
 local function on_terminal(ctx, id, status, dependents)
+  if dependents == '[]' or dependents == '' then return end  -- the usual job
   local work = { {id, status, dependents} }
   while #work > 0 do
     local item = table.remove(work)
@@ -326,6 +506,7 @@ end
 -- a later write into the hash of an ended job is no transition.
 -- False when the hash's status is recorded already, or the job had ended.
 local function record_outside(ctx, id, st)
+  flush(ctx)  -- it reads the status indexes
   if redis.call('ZSCORE', IDX_STATUS .. st, id) then return false end
   for ended in pairs(TERMINAL) do
     if redis.call('ZSCORE', IDX_STATUS .. ended, id) then return false end
@@ -352,6 +533,7 @@ local function give_up(ctx, id, old, final, err, fields, reason)
   local f = redis.call('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
   local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
   for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
+  push_reply(ctx, id, final, '', err)
   local event_id = set_status(ctx, id, old, final, fields, err)
   if final == 'dlq' and f[3] == 'stream' then
     redis.call('XADD', DLQ_STREAM .. f[2], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
@@ -361,9 +543,6 @@ local function give_up(ctx, id, old, final, err, fields, reason)
     redis.call('LPUSH', DLQ .. f[2], cjson.encode({
       id = event_id, job_id = id, reason = reason, error = err, attempt = attempt, ts = ctx.ms}))
   end
-  local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = final, output = '', error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
   on_terminal(ctx, id, final)
   return final
 end
@@ -470,27 +649,37 @@ local function submit(ctx, id, start_now, prereq_json, fields)
       return {'bad_prerequisite', p}
     end
   end
-  redis.call('HSET', jk, 'id', id, 'created_at', ctx.iso, 'attempt', '0',
-    'prerequisites', prereq_json, 'dependents', '[]', unpack(fields))
+  -- written once, with the status the job has when submit is done with it
+  local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
+    'dependents', '[]'}
+  for i = 1, #fields do w[#w + 1] = fields[i] end
+  tab(ctx, 'unwritten')[id] = w
+  ctx.dirty = true
+  given.id, given.attempt = given.id or id, given.attempt or '0'
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
-  f[6] = '0'
   ctx.seen[id] = f
+  tab(ctx, 'fresh')[id] = given
   for _, p in ipairs(prereqs) do
-    local deps = decode_list(redis.call('HGET', JOB .. p, 'dependents'))
+    local deps = {unpack(decode_list(redis.call('HGET', JOB .. p, 'dependents')))}
     table.insert(deps, id)
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
-  redis.call('ZADD', IDX_ALL, ctx.ms, id)
-  redis.call('ZADD', IDX_TYPE .. f[1], ctx.ms, id)
-  if f[5] and f[5] ~= '' then redis.call('ZADD', IDX_CALLER .. f[5], ctx.ms, id) end
+  zpend(ctx, IDX_ALL, ctx.ts, id)
+  zpend(ctx, IDX_TYPE .. f[1], ctx.ts, id)
+  if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ts, id) end
   set_status(ctx, id, nil, 'created')
+  local reply = {'created', ''}
   if start_now then
     local route = {}
     for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
-    return start(ctx, id, {prereqs = prereqs, route = route})
+    reply = start(ctx, id, {prereqs = prereqs, route = route})
   end
-  return {'created', ''}
+  if ctx.unwritten and ctx.unwritten[id] then
+    redis.call('HSET', jk, unpack(ctx.unwritten[id]))
+    ctx.unwritten[id] = nil
+  end
+  return reply
 end
 
 -- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
@@ -596,16 +785,10 @@ local function adopt(ctx, id, q)
   return nil
 end
 
-local function push_reply(ctx, id, status, output, err)
-  local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl) end
-end
-
 -- An adopted job that cannot run ends in error, its reason as the error.
 local function reject(ctx, id, reason)
-  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   push_reply(ctx, id, 'error', '', reason)
+  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   on_terminal(ctx, id, 'error')
 end
 
@@ -614,8 +797,9 @@ end
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
 local function claim_one(ctx, held, who, q, id, grace_ms)
   if redis.call('ZSCORE', IDX_ALL, id) then
-    local st = redis.call('HGET', JOB .. id, 'status')
-    if st == 'dispatched' then return take(ctx, id, 'dispatched', who) end
+    local rec = redis.call('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
+    local st = table.remove(rec, 1)
+    if st == 'dispatched' then return take(ctx, id, 'dispatched', who, nil, nil, rec) end
     if TERMINAL[st or ''] then record_outside(ctx, id, st) end  -- an outside actor ended it
   else
     local f = redis.call('HMGET', JOB .. id, 'status', 'script')
@@ -628,6 +812,7 @@ local function claim_one(ctx, held, who, q, id, grace_ms)
       reject(ctx, id, reason)
     elseif outside_waiting(f[1]) then
       redis.call('ZADD', ORPHANS, ctx.ms + grace_ms, cjson.encode({id = id, queue = q}))
+      ctx.parked = true
     end  -- else another actor runs it, or ran it
   end
   redis.call('LREM', held, 1, id)
@@ -652,9 +837,10 @@ local function settle(ctx, limit)
   return #due
 end
 
--- Milliseconds until the next parked id is due (0: none parked).
-local function settle_due(ctx)
-  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+-- Milliseconds until the next parked id is due (0: none parked); `first`:
+-- the first of ORPHANS WITHSCORES when read already.
+local function settle_due(ctx, first)
+  first = first or redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
   if #first == 0 then return 0 end
   return math.max(tonumber(first[2]) - ctx.ms, 1)
 end
@@ -766,9 +952,9 @@ local function finish(ctx, held, who, r)
     fail_attempt(ctx, id, 'started', r.status, r.error, {'output', r.output, 'log_path', r.log_path})
     return 1
   end
+  push_reply(ctx, id, r.status, r.output, r.error)
   set_status(ctx, id, 'started', r.status,
     {'output', r.output, 'error', r.error, 'finished_at', ctx.iso, 'log_path', r.log_path}, r.error)
-  push_reply(ctx, id, r.status, r.output, r.error)
   on_terminal(ctx, id, r.status, dependents)
   return 1
 end
@@ -800,7 +986,12 @@ local function hero_cycle(keys, args)
       error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
-  settle(ctx, 100)
+  -- one read of ORPHANS when none is due (the usual cycle): settle only then
+  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+  if #first > 0 and tonumber(first[2]) <= ctx.ms then
+    settle(ctx, 100)
+    first = nil
+  end
   local out
   if who.consumer then
     out = claim_stream(ctx, who.stream, who, count, idle_ms, {})
@@ -810,7 +1001,7 @@ local function hero_cycle(keys, args)
     out = claim(ctx, held, who, count, queues, tonumber(args[H + 8]), {})
     if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
   end
-  return {out, settle_due(ctx)}
+  return {out, settle_due(ctx, not ctx.parked and first or nil)}
 end
 
 -- Stream mode, on every heartbeat: reset the idle time of the entries this
@@ -1010,6 +1201,7 @@ local function hero_expire(_, args)
   local grace, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
   local n = 0
   for _, idx in ipairs({'started', 'dispatched'}) do
+    flush(ctx)
     local rows = redis.call('ZRANGE', IDX_STATUS .. idx, 0, limit - 1, 'WITHSCORES')
     for i = 1, #rows, 2 do
       local id, since = rows[i], tonumber(rows[i + 1])
@@ -1104,21 +1296,21 @@ local function hero_dlq_replay(_, args)
   return replayed
 end
 
-redis.register_function('hero_lead', hero_lead)
-redis.register_function('hero_reap', hero_reap)
-redis.register_function('hero_watch', hero_watch)
-redis.register_function('hero_expire', hero_expire)
-redis.register_function('hero_promote', hero_promote)
-redis.register_function('hero_prune', hero_prune)
-redis.register_function('hero_reconcile', hero_reconcile)
-redis.register_function('hero_dlq_replay', hero_dlq_replay)
-redis.register_function('hero_submit', hero_submit)
-redis.register_function('hero_submit_many', hero_submit_many)
-redis.register_function('hero_start', hero_start)
-redis.register_function('hero_cycle', hero_cycle)
-redis.register_function('hero_stream_touch', hero_stream_touch)
-redis.register_function('hero_stream_leave', hero_stream_leave)
-redis.register_function('hero_stream_prune', hero_stream_prune)
-redis.register_function('hero_stop', hero_stop)
-redis.register_function('hero_delete', hero_delete)
-redis.register_function('hero_log', hero_log)
+redis.register_function('hero_lead', wrap(hero_lead))
+redis.register_function('hero_reap', wrap(hero_reap))
+redis.register_function('hero_watch', wrap(hero_watch))
+redis.register_function('hero_expire', wrap(hero_expire))
+redis.register_function('hero_promote', wrap(hero_promote))
+redis.register_function('hero_prune', wrap(hero_prune))
+redis.register_function('hero_reconcile', wrap(hero_reconcile))
+redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
+redis.register_function('hero_submit', wrap(hero_submit))
+redis.register_function('hero_submit_many', wrap(hero_submit_many))
+redis.register_function('hero_start', wrap(hero_start))
+redis.register_function('hero_cycle', wrap(hero_cycle))
+redis.register_function('hero_stream_touch', wrap(hero_stream_touch))
+redis.register_function('hero_stream_leave', wrap(hero_stream_leave))
+redis.register_function('hero_stream_prune', wrap(hero_stream_prune))
+redis.register_function('hero_stop', wrap(hero_stop))
+redis.register_function('hero_delete', wrap(hero_delete))
+redis.register_function('hero_log', wrap(hero_log))
