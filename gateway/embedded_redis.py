@@ -135,8 +135,13 @@ class EmbeddedRedis:
 
     @staticmethod
     def _answers_as(client: redis.Redis, pid: int) -> bool:
+        """Whether the server on the port is ours and has loaded its data: INFO
+        answers while the AOF is still loading, every other command LOADING."""
         info: dict[str, object] = client.info("server")
-        return info.get("process_id") == pid
+        if info.get("process_id") != pid:
+            return False
+        persistence: dict[str, object] = client.info("persistence")
+        return persistence.get("loading") == 0
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
