@@ -99,17 +99,17 @@ class _Handlers:
     # -- jobs --------------------------------------------------------------------
 
     async def job_create(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():
+        with _job_param():  # the configured types here, prerequisites in the supervisor
             job = self._backends.job_spec(params["job"])
-        return await self._sup.create(job)
+            return await self._sup.create(job)
 
     async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.start(params["job_id"])
 
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():
+        with _job_param():  # the configured types here, prerequisites in the supervisor
             job = self._backends.job_spec(params["job"])
-        return await self._sup.run(job, params.get("wait"))
+            return await self._sup.run(job, params.get("wait"))
 
     async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.output(params["job_id"], params.get("wait"))
@@ -206,7 +206,7 @@ def _subscriptions(ctx: CallContext) -> Subscriptions:
 
 @contextmanager
 def _job_param() -> Iterator[None]:
-    """Re-raises the model's InvalidJob (``data``: a list of
+    """Re-raises an InvalidJob (the model's or the supervisor's; ``data``: a list of
     ``{"field", "message", "schema_path"}`` relative to JobSpec) in the shape of
     every other -32602 (``{"path", "schema_path", "message", "errors"}``, paths
     under the ``job`` param, schema paths as contract locations)."""
