@@ -67,6 +67,7 @@ def limits(config: Config) -> Limits:
         require_keys=not config.insecure and not is_loopback(config.host),
         check_results=config.check_results,
         script_types=config.script_types,
+        stream_types=config.stream_types,
     )
 
 

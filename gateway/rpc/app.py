@@ -72,6 +72,8 @@ class Limits:
     check_results: bool = False
     #: The configured script types, enumerated in the served contract.
     script_types: tuple[str, ...] = ()
+    #: Those in stream mode: a JobSpec for one may not ask for routing or priority.
+    stream_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,7 @@ class Gateway:
                 require_keys=self.limits.require_keys,
                 check_results=self.limits.check_results,
                 script_types=self.limits.script_types,
+                stream_types=self.limits.stream_types,
                 observe=services.metrics.observe_call if services.metrics else None,
             )
             await self._auth.keys_required()  # learn whether keys exist before the first client

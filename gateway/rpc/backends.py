@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.model import Event
+from gateway.model import Event, JobSpec
 
 JsonObject = dict[str, Any]
 #: Shorthands for the JSON shapes the protocol passes around.
@@ -24,18 +24,15 @@ JobIds = list[str]
 class Supervisor(Protocol):
     """The supervisor's public API (``gateway.supervisor.Supervisor``)."""
 
-    def create(self, spec: JsonObject, *, validated: bool = False) -> Awaitable[JsonObject]:
-        """``{"job_id", "status"}``. ``validated``: ``spec`` already passed the
-        contract's JobSpec schema (so it is not checked twice)."""
+    def create(self, spec: JobSpec) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``."""
         ...
 
     def start(self, job_id: str) -> Awaitable[JsonObject]:
         """``{"job_id", "status", "queue"}``."""
         ...
 
-    def run(
-        self, spec: JsonObject, wait: float | None = None, *, validated: bool = False
-    ) -> Awaitable[JsonObject]:
+    def run(self, spec: JobSpec, wait: float | None = None) -> Awaitable[JsonObject]:
         """A JobResult once the job ended; ``WaitTimeout`` if it did not in time."""
         ...
 
@@ -158,9 +155,11 @@ class EventSource(Protocol):
         *,
         job_ids: JobIds | None = None,
         script_type: str | None = None,
+        caller_id: str | None = None,
         since: str | None = None,
     ) -> Awaitable[EventFeed]:
-        """A new feed; ``since`` (a stream id) replays what came after it first."""
+        """A new feed, of ``caller_id``'s jobs only when given, in stream order,
+        each event once; ``since`` (a stream id) replays what came after it first."""
         ...
 
     def unsubscribe(self, subscription_id: str) -> bool:
@@ -195,3 +194,10 @@ class Backends:
     keys: KeyVerifier | None = None
     #: The configured script types, enumerated in the served contract (rpc.discover).
     script_types: tuple[str, ...] = ()
+    #: Those of them in stream mode (``HERO_STREAM_TYPES``), which a JobSpec must suit.
+    stream_types: tuple[str, ...] = ()
+
+    def job_spec(self, data: JsonObject) -> JobSpec:
+        """The JobSpec of a ``job`` param the contract already checked: only what
+        a schema cannot know (the configured types, stream mode) is checked here."""
+        return JobSpec.from_valid(data, self.script_types, self.stream_types)

@@ -49,15 +49,18 @@ class Authenticator:
         check_results: bool = False,
         observe: Observer | None = None,
         script_types: tuple[str, ...] = (),
+        stream_types: tuple[str, ...] = (),
     ) -> None:
         self._keys = keys
         self._require = require_keys and keys is not None
         self.open = build_dispatcher(
-            Backends(supervisor, None, script_types), check_results=check_results, observe=observe
+            Backends(supervisor, None, script_types, stream_types),
+            check_results=check_results,
+            observe=observe,
         )
         self.checked = (
             build_dispatcher(
-                Backends(supervisor, keys, script_types),
+                Backends(supervisor, keys, script_types, stream_types),
                 check_results=check_results,
                 observe=observe,
             )

@@ -1,7 +1,8 @@
 """The method table: every method of the contract, each a thin handler.
 
-A handler gets params already checked against the contract (so a JobSpec
-goes to the supervisor marked ``validated``: it is not checked twice) and
+A handler gets params already checked against the contract (so a ``job``
+param becomes a ``JobSpec`` here, checked only for what a schema cannot know,
+the configured types) and
 already admitted by the method's declared scope (``access``, applied by the
 dispatcher: a user's ``job`` and ``caller_id`` are its own, the jobs it names
 are its own), calls the supervisor and returns its answer as the contract
@@ -87,6 +88,7 @@ def _table(h: _Handlers) -> dict[str, Handler]:
 
 class _Handlers:
     def __init__(self, backends: Backends) -> None:
+        self._backends = backends
         self._sup = backends.supervisor
         self._keys = backends.keys
         self.access = Access(
@@ -97,15 +99,17 @@ class _Handlers:
     # -- jobs --------------------------------------------------------------------
 
     async def job_create(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():
-            return await self._sup.create(params["job"], validated=True)
+        with _job_param():  # the configured types here, prerequisites in the supervisor
+            job = self._backends.job_spec(params["job"])
+            return await self._sup.create(job)
 
     async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.start(params["job_id"])
 
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():
-            return await self._sup.run(params["job"], params.get("wait"), validated=True)
+        with _job_param():  # the configured types here, prerequisites in the supervisor
+            job = self._backends.job_spec(params["job"])
+            return await self._sup.run(job, params.get("wait"))
 
     async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.output(params["job_id"], params.get("wait"))
@@ -202,7 +206,7 @@ def _subscriptions(ctx: CallContext) -> Subscriptions:
 
 @contextmanager
 def _job_param() -> Iterator[None]:
-    """Re-raises the supervisor's InvalidJob (``data``: a list of
+    """Re-raises an InvalidJob (the model's or the supervisor's; ``data``: a list of
     ``{"field", "message", "schema_path"}`` relative to JobSpec) in the shape of
     every other -32602 (``{"path", "schema_path", "message", "errors"}``, paths
     under the ``job`` param, schema paths as contract locations)."""

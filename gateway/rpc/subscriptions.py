@@ -7,12 +7,11 @@ awaited (backpressure), so a client that does not read makes its feed's
 buffer fill up; the supervisor then cuts the feed off and the connection is
 closed with a clear reason instead of buffering without bound.
 
-Two rules live here because the supervisor does not know identities:
-- a user-scope subscription passes only events carrying its caller_id;
-- events go out in strictly increasing stream order, each once: an event at or
-  before the last one sent is dropped (the seam where a ``since`` replay hands
-  over to live events can otherwise repeat one);
-- a subscription's first ``job.event`` is sent only after the answer to its
+The supervisor's feed already holds to the caller (a user-scope subscription
+gets only events carrying its caller_id) and to the order (strictly
+increasing stream ids, each once, across a ``since`` replay's hand-over).
+One rule lives here, because only the transport knows when a reply is out:
+a subscription's first ``job.event`` is sent only after the answer to its
   ``job.subscribe`` has been sent, so a client never sees events for a
   subscription id it has not been given yet. The transport opens that gate:
   it sets ``reply_sent`` (a context variable, so the handler needs no extra
@@ -28,7 +27,6 @@ from collections.abc import Awaitable, Callable, Collection
 from contextvars import ContextVar
 
 from gateway.errors import Overloaded
-from gateway.model import StreamId
 from gateway.rpc.backends import EventFeed, EventSource
 from gateway.rpc.context import Notify
 
@@ -74,13 +72,16 @@ class ConnectionSubscriptions:
                 {"limit": MAX_SUBSCRIPTIONS},
             )
         feed = await self._source.subscribe(
-            job_ids=list(job_ids) if job_ids else None, script_type=script_type, since=since
+            job_ids=list(job_ids) if job_ids else None,
+            script_type=script_type,
+            caller_id=caller_id,
+            since=since,
         )
         if self._closed:  # the connection ended while the supervisor answered
             self._source.unsubscribe(feed.id)
             return feed.id
         gate = reply_sent.get()
-        task = asyncio.create_task(self._pump(feed, caller_id, gate), name=f"sub-{feed.id}")
+        task = asyncio.create_task(self._pump(feed, gate), name=f"sub-{feed.id}")
         self._feeds[feed.id] = (feed, task)
         return feed.id
 
@@ -105,19 +106,11 @@ class ConnectionSubscriptions:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _pump(
-        self, feed: EventFeed, caller_id: str | None, gate: asyncio.Event | None
-    ) -> None:
+    async def _pump(self, feed: EventFeed, gate: asyncio.Event | None) -> None:
         try:
             if gate is not None:
                 await gate.wait()
-            last = StreamId(-1, -1)
             async for event in feed:
-                if caller_id is not None and (event.caller_id or "") != caller_id:
-                    continue
-                if event.id <= last:  # seen already (a replay's hand-over to live events)
-                    continue
-                last = event.id
                 await self._notify(
                     EVENT_METHOD, {"subscription": feed.id, "event": event.to_contract()}
                 )

@@ -1,10 +1,12 @@
 """Live job events for subscribers, fed by the shared events reader.
 
-A subscription filters by job ids or script type and owns a bounded buffer:
+A subscription filters by job ids or script type, and by caller (a user's
+subscription sees its own jobs only), and owns a bounded buffer:
 a subscriber that cannot keep up is cut off (``overflowed``) instead of
 growing memory. ``since`` replays from the stream first, then hands over to
 live events without a gap or a duplicate, so a client that reconnects with
-the id of the last event it saw misses nothing.
+the id of the last event it saw misses nothing. Whatever the source, a
+subscription hands out events in strictly increasing stream order, each once.
 """
 
 from __future__ import annotations
@@ -33,19 +35,23 @@ class Subscription:
         job_ids: Collection[str] | None,
         script_type: str | None,
         maxsize: int,
+        caller_id: str | None = None,
     ) -> None:
         self.id = uuid.uuid4().hex
         self._job_ids = frozenset(job_ids) if job_ids else None
         self._script_type = script_type
+        self._caller_id = caller_id
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize)
         self._held: list[Event] | None = None  # live events parked while replaying
         self._replay: asyncio.Task[None] | None = None
-        self._floor = StreamId(0, 0)  # events at or before this id were already delivered by replay
+        self._floor = StreamId(0, 0)  # events at or before this id were delivered already
         self.overflowed = False
         self.closed = False
 
     def matches(self, event: Event) -> bool:
         if self._job_ids is not None and event.job_id not in self._job_ids:
+            return False
+        if self._caller_id is not None and (event.caller_id or "") != self._caller_id:
             return False
         return self._script_type is None or event.script_type == self._script_type
 
@@ -60,6 +66,7 @@ class Subscription:
             if self._held is not None:
                 raise asyncio.QueueFull
             self._queue.put_nowait(event)
+            self._floor = event.id
         except asyncio.QueueFull:
             self.overflowed = True
             self.close()
@@ -152,9 +159,11 @@ class Subscriptions:
         *,
         job_ids: Collection[str] | None = None,
         script_type: str | None = None,
+        caller_id: str | None = None,
         since: str | None = None,
     ) -> Subscription:
-        sub = Subscription(job_ids, script_type, self._maxsize)
+        """``caller_id``: only events of that caller's jobs (a user's subscription)."""
+        sub = Subscription(job_ids, script_type, self._maxsize, caller_id)
         self._add(sub)
         if since is None:
             return sub

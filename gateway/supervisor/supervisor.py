@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.config import Config
@@ -111,11 +111,12 @@ class Supervisor:
     async def _call(self, fcall: Call[R]) -> R:
         return await library.call(self.wire, self.config, fcall)
 
-    def parse(self, spec: Any, *, validated: bool = False) -> JobSpec:
-        """``validated``: the caller already checked ``spec`` against the
-        contract's JobSpec schema (the RPC layer does, for every call)."""
-        if validated:
-            return JobSpec.from_valid(spec, self.config.script_types, self.config.stream_types)
+    def job_spec(self, spec: JobSpec | Mapping[str, Any]) -> JobSpec:
+        """A JobSpec is valid by construction (the RPC layer builds one from
+        params the contract already checked); anything else is a client's
+        data, checked in full here (``InvalidJob``)."""
+        if isinstance(spec, JobSpec):
+            return spec
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
     #: The submits issued in one turn of the event loop (the elements of a
@@ -135,7 +136,7 @@ class Supervisor:
 
     @guarded
     async def submit_many(
-        self, specs: Sequence[Any], *, start: bool = True
+        self, specs: Sequence[JobSpec | Mapping[str, Any]], *, start: bool = True
     ) -> list[dict[str, Any]]:
         """Create (and start) many jobs in one round trip: a producer's batch.
 
@@ -144,7 +145,7 @@ class Supervisor:
         ``start``'s) shape; a job whose prerequisite is unknown, or whose id
         another caller holds, gets status ``invalid`` with the reason in
         ``error`` instead of failing the batch."""
-        jobs = [self.parse(spec) for spec in specs]
+        jobs = [self.job_spec(spec) for spec in specs]
         replies = await self._submit_jobs([(job, start) for job in jobs])
         answers = []
         for job, reply in zip(jobs, replies, strict=True):
@@ -154,10 +155,10 @@ class Supervisor:
         return answers
 
     @guarded
-    async def create(self, spec: Any, *, validated: bool = False) -> dict[str, Any]:
+    async def create(self, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
         """``Forbidden`` when a job with this id exists under another caller
         (a spec without caller_id, an admin's, may name any job)."""
-        job = self.parse(spec, validated=validated)
+        job = self.job_spec(spec)
         reply = await self._submit(job, start=False)
         return {"job_id": job.job_id, "status": reply.status}
 
@@ -175,7 +176,7 @@ class Supervisor:
 
     @guarded
     async def run(
-        self, spec: Any, wait: float | None = None, *, validated: bool = False
+        self, spec: JobSpec | Mapping[str, Any], wait: float | None = None
     ) -> dict[str, Any]:
         """Create, start and wait, in one Function call plus the wait.
 
@@ -183,7 +184,7 @@ class Supervisor:
         An existing created job of the same caller is started by the same call.
         """
         self._must_watch()
-        job = self.parse(spec, validated=validated)
+        job = self.job_spec(spec)
         timeout = _wait_seconds(wait, default=float(job.timeout))
         fut = self.waits.register(job.job_id)
         try:
@@ -319,13 +320,12 @@ class Supervisor:
         *,
         job_ids: list[str] | None = None,
         script_type: str | None = None,
+        caller_id: str | None = None,
         since: str | None = None,
     ) -> Subscription:
         self._must_watch()
         return await self.subscriptions.subscribe(
-            job_ids=job_ids,
-            script_type=script_type,
-            since=since,
+            job_ids=job_ids, script_type=script_type, caller_id=caller_id, since=since
         )
 
     def unsubscribe(self, subscription_id: str) -> bool:
