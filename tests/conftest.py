@@ -33,6 +33,8 @@ from gateway.actor import Actor, python_actor
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor import Supervisor
+from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,6 +138,14 @@ async def sup(config: Config) -> AsyncIterator[Supervisor]:
     supervisor = await Supervisor.connect(config)
     yield supervisor
     await supervisor.close()
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[KeyStore]:
+    """The API key store, on a connection of its own."""
+    client = Wire(redis_url, "test-keys")
+    yield KeyStore(client, redis_url)
+    await client.aclose()
 
 
 @pytest.fixture

@@ -14,14 +14,11 @@ for that call, so a call that stops or deletes it spoils nothing else.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from gateway import contract
-from gateway.supervisor.auth import KeyStore
-from gateway.supervisor.wire import Wire
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
@@ -32,13 +29,6 @@ IDENTITIES = ("none", "user", "other", "admin")
 KEY_OF = {"user": "alice", "other": "bob", "admin": "ops"}
 ACCESS_ERRORS = {-32004, -32005, -32001}
 _fresh = itertools.count()
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[KeyStore]:
-    client = Wire(redis_url, "test-keys")
-    yield KeyStore(client, redis_url)
-    await client.aclose()
 
 
 def params_for(method: str, target: str, keys: dict[str, str]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,20 +22,12 @@ from gateway import contract
 from gateway.cli import main
 from gateway.errors import InvalidParams
 from gateway.supervisor.auth import KeyStore
-from gateway.supervisor.wire import Wire
 from tests import test_server_auth as auth
 from tests.helpers import job
 from tests.server_support import Rpc, Server
 
 keyring = auth.keyring
 as_ = auth.as_
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[KeyStore]:
-    client = Wire(redis_url, "test-keys")
-    yield KeyStore(client, redis_url)
-    await client.aclose()
 
 
 def job_methods() -> list[str]:

@@ -20,7 +20,6 @@ from gateway.config import Config
 from gateway.embedded_redis import free_port
 from gateway.server import is_loopback, preflight, redact
 from gateway.supervisor.auth import KeyStore, digest
-from gateway.supervisor.wire import Wire
 from tests.conftest import ROOT
 from tests.helpers import job
 from tests.server_support import (
@@ -32,13 +31,6 @@ from tests.server_support import (
     req,
     server_env,
 )
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[KeyStore]:
-    wire = Wire(redis_url, "test-keys")
-    yield KeyStore(wire, redis_url)
-    await wire.aclose()
 
 
 @pytest.fixture
