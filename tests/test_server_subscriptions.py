@@ -298,3 +298,19 @@ def test_events_from_older_actors_still_fit_the_contract() -> None:
     ).to_contract()
     assert_event_shape(event)
     assert (event["ts"], event["attempt"], event["error"]) == (1700000000123, 0, None)
+
+
+async def test_a_feed_hands_out_each_event_once_in_stream_order(sup: Supervisor) -> None:
+    """The supervisor's feed, not the transport, holds the order rule: an event
+    at or before the last one handed out (a repeat, or one the reader hands
+    over late) is dropped, and a user's feed passes its own caller's only."""
+    feed = await sup.subscribe(caller_id="alice")
+
+    def at(entry_id: str, job_id: str, caller: str = "alice") -> Event:
+        fields = {"job_id": job_id, "event": "created", "status": "created", "caller_id": caller}
+        return Event.from_entry(entry_id, {**fields, "script_type": "python"})
+
+    sup.subscriptions.on_events([at("5-0", "a"), at("5-0", "a"), at("4-9", "old")])
+    sup.subscriptions.on_events([at("6-0", "b", caller="bob"), at("7-0", "c"), at("6-5", "d")])
+    sup.unsubscribe(feed.id)
+    assert [event.job_id async for event in feed] == ["a", "c"]
