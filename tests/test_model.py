@@ -104,6 +104,11 @@ def test_stream_ids_parse_and_order() -> None:
         with pytest.raises(ValueError):
             StreamId.parse(junk)
     assert StreamId.lenient("junk") < StreamId(0, 0)
+    top = 2**64 - 1  # each half is an unsigned 64-bit number in Redis
+    assert StreamId.parse(f"{top}-{top}") == StreamId(top, top)
+    for too_big in (f"{top + 1}-0", f"0-{top + 1}", f"{top + 1}"):
+        with pytest.raises(ValueError):
+            StreamId.parse(too_big)
 
 
 @pytest.mark.timeout(60)

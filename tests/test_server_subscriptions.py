@@ -110,6 +110,9 @@ async def test_bad_since_is_invalid_params(rpc: Rpc) -> None:
     with pytest.raises(RpcError) as caught:
         await rpc.call("job.subscribe", {"since": "yesterday"})
     assert caught.value.code == -32602 and caught.value.data["path"] == "since"
+    with pytest.raises(RpcError) as caught:  # matches the pattern, but Redis would refuse it
+        await rpc.call("job.subscribe", {"since": f"{2**64}-0"})
+    assert caught.value.code == -32602
 
 
 async def test_reconnect_with_since_misses_nothing_and_repeats_nothing(

@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+#: Each half of a stream id is an unsigned 64-bit number in Redis.
+_U64 = 2**64 - 1
+
 
 @dataclass(frozen=True, order=True)
 class StreamId:
@@ -32,7 +35,10 @@ class StreamId:
         # isascii: str.isdigit (and int) also take other scripts' digits
         if not (text.isascii() and ms.isdigit()) or (sep and not seq.isdigit()):
             raise ValueError(f"not a stream id: {text!r}")
-        return cls(int(ms), int(seq) if sep else 0)
+        at = cls(int(ms), int(seq) if sep else 0)
+        if at.ms > _U64 or at.seq > _U64:  # Redis refuses it ("Invalid stream ID")
+            raise ValueError(f"not a stream id: {text!r}")
+        return at
 
     @classmethod
     def lenient(cls, text: str) -> StreamId:

@@ -87,12 +87,16 @@ async def call(client: Commands, config: Config, fcall: Call[R]) -> R:
 async def pipeline(wire: Commands, config: Config, calls: Sequence[Call[R]]) -> list[R | Exception]:
     """Many Function calls in one pipeline, each decoded; the error of a call
     that failed stands in its place. A lost library is loaded again and the
-    whole pipeline sent once more (nothing of it ran)."""
+    calls that found it missing (those only: the others ran, before or after
+    another process loaded it) are sent once more."""
     commands = [c.command(config) for c in calls]
     replies = await wire.pipeline(commands, errors_in_place=True)
-    if any(lost_library(r) for r in replies):
+    lost = [i for i, r in enumerate(replies) if lost_library(r)]
+    if lost:
         await load(wire)
-        replies = await wire.pipeline(commands, errors_in_place=True)
+        again = await wire.pipeline([commands[i] for i in lost], errors_in_place=True)
+        for i, reply in zip(lost, again, strict=True):
+            replies[i] = reply
     return [
         r if isinstance(r, Exception) else c.decode(Reply(r))
         for c, r in zip(calls, replies, strict=True)

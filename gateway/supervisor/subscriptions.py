@@ -16,6 +16,8 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Collection
 
+from redis.exceptions import ResponseError
+
 from gateway.errors import InvalidParams
 from gateway.model import Event, StreamId
 from gateway.supervisor import keys
@@ -196,7 +198,7 @@ class Subscriptions:
                 if len(page) < _REPLAY_PAGE:
                     break
                 cursor = page[-1][0]
-        except UNAVAILABLE:
+        except (*UNAVAILABLE, ResponseError):  # a refused read too: never a silent stall
             sub.close()
             return
         held, sub._held = sub._held or [], None
