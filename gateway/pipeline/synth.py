@@ -32,6 +32,7 @@ import redis
 
 from gateway.config import DEFAULTS
 from gateway.config.pipeline import DISTRIBUTIONS, Distribution
+from gateway.model import Event, StreamId
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
 from gateway.supervisor import keys
@@ -219,19 +220,20 @@ def simulate(spec: SynthSpec) -> tuple[list[SimEvent], SynthTotals]:
 def stream_fields(spec: SynthSpec, event: SimEvent) -> dict[str, str]:
     """A simulated event as the supervisor's stream entry fields."""
     t, _, _, job, name, script_type, actor, attempt, error = event
-    return {
-        "job_id": job,
-        "event": name,
-        "status": name,
-        "script_type": script_type,
-        "group": spec.group,
-        "instance": "",
-        "actor": actor,
-        "caller_id": "synth",
-        "attempt": str(attempt),
-        "ts": str(spec.start_ms + round(t * 1000)),
-        "error": error,
-    }
+    return Event(
+        id=StreamId(0),  # Redis assigns it (XADD *), or with_ids does
+        job_id=job,
+        event=name,
+        status=name,
+        script_type=script_type,
+        group=spec.group or None,
+        instance=None,
+        actor=actor or None,
+        caller_id="synth",
+        attempt=attempt,
+        ts=spec.start_ms + round(t * 1000),
+        error=error or None,
+    ).to_wire()
 
 
 def with_ids(spec: SynthSpec, events: list[SimEvent]) -> Iterator[tuple[str, dict[str, str]]]:
