@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import socket
 import subprocess
 import time
@@ -239,3 +241,72 @@ async def test_aclose_while_connecting_fails_the_call_in_flight(redis_url: str) 
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 2)
     assert time.monotonic() - started < 1
+
+
+async def test_a_command_that_cannot_be_packed_leaves_the_replies_in_step(
+    wire: Wire, rds: aioredis.Redis
+) -> None:
+    """An argument hiredis cannot pack (None, a dict) fails that call alone:
+    nothing of it is queued, so every later reply still reaches its caller."""
+    await rds.mset({"wi-a": "1", "wi-b": "2"})
+    for bad in (None, {"x": 1}):
+        with pytest.raises(TypeError):
+            await wire.execute_command("SET", "wi-bad", bad)
+    with pytest.raises(TypeError):
+        await wire.pipeline([("GET", "wi-a"), ("SET", "wi-bad", None)])
+    replies = await asyncio.gather(*(wire.execute_command("GET", k) for k in ("wi-a", "wi-b")))
+    assert replies == ["1", "2"]
+
+
+async def test_a_caller_cancelled_while_its_write_waits_leaves_the_others_connected(
+    tmp_path: Path,
+) -> None:
+    """A write stuck behind a Redis that does not read (here: stopped with
+    SIGSTOP), cancelled by its caller (a wait that timed out, a socket that
+    closed): the shared connection stays up and the other calls are answered."""
+    server = EmbeddedRedis(tmp_path, appendonly=False).start()
+    wire = Wire(server.url, "test-wire-cancel")
+    assert server.process is not None
+    try:
+        await wire.execute_command("PING")
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            big = asyncio.create_task(wire.execute_command("SET", "wi-big", "x" * 16_000_000))
+            await asyncio.sleep(0.2)  # no event to wait on: the kernel's buffers fill
+            assert not big.done()  # 16 MB do not fit them: the write waits
+            ping = asyncio.create_task(wire.execute_command("PING"))
+            await asyncio.sleep(0)
+            big.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await big
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert await asyncio.wait_for(ping, 10) in ("PONG", True)
+        assert await wire.execute_command("GET", "wi-big") == "x" * 16_000_000
+    finally:
+        await wire.aclose()
+        server.stop()
+
+
+async def test_a_push_callback_that_fails_closes_the_socket(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
+    """A link whose reader ended (here: its push callback raised) is lost and its
+    socket closed, not left open until garbage collection."""
+
+    def fails(_: list[Any]) -> None:
+        raise RuntimeError("a listener's bug")
+
+    wire = Wire(redis_url, "test-wire-push", on_push=fails)
+    try:
+        lost = await wire.post("SUBSCRIBE", "wi-channel")
+        await rds.publish("wi-channel", "hello")
+        await asyncio.wait_for(lost, 10)
+
+        async def gone() -> bool:
+            clients: list[dict[str, Any]] = await rds.client_list()
+            return all(c["name"] != "hero-gateway/test-wire-push" for c in clients)
+
+        await eventually(gone, within=5)
+    finally:
+        await wire.aclose()
