@@ -161,9 +161,19 @@ class Supervisor:
         reply = await self._submit(job, start=False)
         return {"job_id": job.job_id, "status": reply.status}
 
+    #: The starts issued in one turn of the loop leave as one pipeline of
+    #: ``hero_start`` calls (one wire write, replies matched in order).
+    _starts: Merger[str] | None = None
+
+    async def _start_many(self, job_ids: Sequence[str]) -> list[Transition | Exception]:
+        calls = [functions.start(job_id) for job_id in job_ids]
+        return await library.pipeline(self.wire, self.config, calls)
+
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call(functions.start(job_id))
+        if self._starts is None:
+            self._starts = Merger(self._start_many)
+        reply: Transition = await self._starts.submit(job_id)
         if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
         if reply.verdict is Verdict.INVALID_STATE:
