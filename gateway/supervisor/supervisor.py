@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import STATUSES, TERMINAL, Event, JobSpec, Transition, Verdict, decode, result
+from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode, result
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import (
@@ -35,7 +35,7 @@ from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
-from gateway.supervisor.replies import pairs
+from gateway.supervisor.replies import StreamEntry, pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -61,11 +61,12 @@ class Supervisor:
         # Waits need only terminal events at once; subscribers need them all.
         self._reader = EventReader(
             Wire(config.redis, "events"),
-            eager=lambda: len(self.subscriptions) > 0,
+            eager=self._anyone_subscribed,
             on_ended=self.waits.on_events,
+            ended_wanted=self._anyone_waits,
         )
-        self._reader.add_listener(self.waits.on_events)
-        self._reader.add_listener(self.subscriptions.on_events)
+        self._reader.add_listener(self.waits.on_events, wants=self._anyone_waits)
+        self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
         self.watching = False
 
@@ -89,6 +90,12 @@ class Supervisor:
         if maintenance:
             sup.maintenance.start()
         return sup
+
+    def _anyone_waits(self) -> bool:
+        return self.waits.waiting > 0
+
+    def _anyone_subscribed(self) -> bool:
+        return len(self.subscriptions) > 0
 
     def _must_watch(self) -> None:
         if not self.watching:
@@ -373,9 +380,10 @@ class Supervisor:
         counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
-    def add_event_listener(self, listener: Callable[[list[Event]], None]) -> None:
-        """Be called with every batch the shared events reader sees (metrics, audit)."""
-        self._reader.add_listener(listener)
+    def add_event_listener(self, listener: Callable[[list[StreamEntry]], None]) -> None:
+        """Be called with every batch the shared events reader sees (metrics,
+        audit), as read: (entry id, fields); ``Event.from_entry`` decodes one."""
+        self._reader.add_raw_listener(listener)
 
     @guarded
     async def report(self) -> dict[str, Any] | None:
