@@ -2,7 +2,10 @@
 private redis-server, through redis-py's pool, the ``Wire`` and (optionally) an
 earlier ``wire.py`` given by path, all in one run on the same event loop.
 
-    .venv/bin/python bench/wire_ping.py [--baseline OLD_WIRE_PY] [-n 20000]
+    .venv/bin/python bench/wire_ping.py [--baseline OLD_WIRE_PY] [-n 20000] [--batch 32]
+
+``--batch N`` sends the PINGs N to a pipeline (a JSON-RPC batch's merged
+calls go out so), and gives the cost of one PING within it.
 
 ``git show main:gateway/supervisor/wire.py > /tmp/old.py`` gives the baseline
 of a change to the wire. Each figure is the median of 9 rounds of n PINGs.
@@ -52,30 +55,47 @@ def load_wire(path: str) -> Any:
     return module.Wire
 
 
-async def measure(url: str, n: int, baseline: str | None) -> dict[str, float]:
+def pipelined(client: Any, batch: int) -> Callable[[], Awaitable[Any]]:
+    """A call that sends ``batch`` PINGs in one pipeline of ``client``."""
+    if isinstance(client, aioredis.Redis):
+
+        async def through_pool() -> Any:
+            pipe = client.pipeline(transaction=False)
+            for _ in range(batch):
+                pipe.ping()
+            return await pipe.execute()
+
+        return through_pool
+    return functools.partial(client.pipeline, [("PING",)] * batch)
+
+
+async def measure(url: str, n: int, baseline: str | None, batch: int = 1) -> dict[str, float]:
     pool = aioredis.Redis.from_url(url, decode_responses=True)
     clients: dict[str, Any] = {"redis-py pool": pool, "Wire": Wire(url, "bench")}
     if baseline:
         clients["Wire (baseline)"] = load_wire(baseline)(url, "bench-baseline")
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
         label: functools.partial(client.execute_command, "PING")
+        if batch == 1
+        else pipelined(client, batch)
         for label, client in clients.items()
     }
-    figures = await per_call_us(calls, n)
+    figures = await per_call_us(calls, max(n // batch, 1))
     for client in clients.values():
         await client.aclose()
-    return figures
+    return {label: us / batch for label, us in figures.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", help="path of an earlier wire.py to compare with")
     parser.add_argument("-n", type=int, default=20_000, help="PINGs per round")
+    parser.add_argument("--batch", type=int, default=1, help="PINGs per pipeline (default 1)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server = EmbeddedRedis(Path(tmp) / "redis", appendonly=False).start()
         try:
-            figures = eventloop.run(measure(server.url, args.n, args.baseline))
+            figures = eventloop.run(measure(server.url, args.n, args.baseline, args.batch))
         finally:
             server.stop()
     for label, us in figures.items():

@@ -16,8 +16,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from gateway.model import REPORT_EVENTS, Event
+from gateway.model import REPORT_EVENTS
 from gateway.supervisor import STATUSES, Supervisor
+from gateway.supervisor.replies import StreamEntry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -61,13 +62,14 @@ class Metrics:
         self._transitions: dict[tuple[str, str], Counter] = {}
         self._rpc: dict[tuple[str, int | None], Histogram] = {}
 
-    def on_events(self, events: list[Event]) -> None:
-        """Counted per (status, script_type) first, so a batch of events costs
+    def on_events(self, entries: list[StreamEntry]) -> None:
+        """Counted from the entries as read (the three fields it needs, no
+        ``Event`` decoded) per (status, script_type) first, so a batch costs
         one ``inc`` (a lock) per distinct pair rather than one per event."""
         counts: dict[tuple[str, str], int] = {}
-        for event in events:
-            if event.event not in REPORT_EVENTS:  # a running job's log or progress
-                key = (event.status, event.script_type)
+        for _, fields in entries:
+            if fields.get("event", "") not in REPORT_EVENTS:  # a running job's log or progress
+                key = (fields.get("status", ""), fields.get("script_type", ""))
                 counts[key] = counts.get(key, 0) + 1
         for key, n in counts.items():
             child = self._transitions.get(key)

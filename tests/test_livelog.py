@@ -159,9 +159,9 @@ async def test_log_and_progress_events_are_no_transitions_in_the_metrics(sup: Su
     base = {"job_id": "j", "status": "started", "script_type": "python"}
     metrics.on_events(
         [
-            Event.from_entry("1-0", {"event": "started", **base}),
-            Event.from_entry("1-1", {"event": "log", "lines": "x", **base}),
-            Event.from_entry("1-2", {"event": "progress", "progress": "0.5", **base}),
+            ("1-0", {"event": "started", **base}),
+            ("1-1", {"event": "log", "lines": "x", **base}),
+            ("1-2", {"event": "progress", "progress": "0.5", **base}),
         ]
     )
     found = samples(await metrics.render())

@@ -138,12 +138,17 @@ class JobSpec:
             "timeout": str(self.timeout),
             "retries": str(self.retries),
             "concurrent": "false",
-            "env_vars": json.dumps(dict(self.env_vars), separators=(",", ":")),
+            "env_vars": _compact(dict(self.env_vars)) if self.env_vars else "{}",
             "queue": queue,
         }
         if self.stream:
             pairs["mode"] = "stream"
         return [item for kv in pairs.items() for item in kv]
+
+
+#: JSON as the hash keeps it (no spaces); one encoder, since ``json.dumps``
+#: with options builds a new one on every call.
+_compact = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _invalid(found: list[dict[str, str]]) -> InvalidJob:

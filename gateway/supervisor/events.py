@@ -21,6 +21,13 @@ false: no live subscription), the reader wakes for terminal events only:
 
 Listeners see each event once and in order, only up to ``LINGER`` later;
 ``on_ended`` may see a terminal event a second time in the listeners' batch.
+
+Decoding an entry into an ``Event`` costs more than reading it, and most
+batches interest nobody: a waiter cares only for its own job, and with no
+waiter and no subscription nobody needs a decoded event at all. So each
+listener says whether it ``wants`` events now, and a batch is decoded only
+for the listeners that do; a raw listener (the metrics' transition counter)
+is handed the entries as read (id, fields) and takes only the fields it needs.
 """
 
 from __future__ import annotations
@@ -36,11 +43,14 @@ from typing import Any
 from gateway.model import Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.replies import StreamEntry, pairs
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.events")
 
 Listener = Callable[[list[Event]], None]
+#: Called with the entries as read: (entry id, fields).
+RawListener = Callable[[list[StreamEntry]], None]
 
 #: Seconds the listeners' events may lag while only waiters are served.
 LINGER = 0.01
@@ -53,20 +63,24 @@ async def last_id(wire: Wire) -> str:
 
 async def read_after(
     wire: Wire, after: dict[str, str], *, block_ms: int | None, count: int
-) -> dict[str, list[Event]]:
+) -> dict[str, list[StreamEntry]]:
     """Entries after the given id of each stream, waiting up to ``block_ms``
-    for one (``None``: not at all)."""
+    for one (``None``: not at all). RESP2 gives an entry's fields as one flat
+    list (name, value, ...); an entry of ``keys.ENDED`` has the terminal
+    fields only (``Event.from_entry`` leaves the rest empty)."""
     block = () if block_ms is None else ("BLOCK", max(block_ms, 1))
     reply: Any = await wire.execute_command(
         "XREAD", "COUNT", count, *block, "STREAMS", *after, *after.values()
     )
-    return {name: [_event(i, flat) for i, flat in entries] for name, entries in reply or []}
+    return {name: [(i, pairs(flat)) for i, flat in entries] for name, entries in reply or []}
 
 
-def _event(entry_id: str, flat: list[str]) -> Event:
-    """RESP2 gives a stream entry's fields as one flat list: name, value, ...
-    (an entry of ``keys.ENDED`` has the terminal fields only: the rest are empty)."""
-    return Event.from_entry(entry_id, dict(zip(flat[::2], flat[1::2], strict=True)))
+def decoded(batch: list[StreamEntry]) -> list[Event]:
+    return [Event.from_entry(entry_id, fields) for entry_id, fields in batch]
+
+
+def _always() -> bool:
+    return True
 
 
 class EventReader:
@@ -78,15 +92,18 @@ class EventReader:
         *,
         eager: Callable[[], bool] = lambda: True,
         on_ended: Listener | None = None,
+        ended_wanted: Callable[[], bool] = _always,
         block_ms: int = 5000,
         count: int = 1000,
     ) -> None:
         self._wire = wire
         self._eager = eager
         self._on_ended = on_ended
+        self._ended_wanted = ended_wanted
         self._block_ms = block_ms
         self._count = count
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, Callable[[], bool]]] = []
+        self._raw: list[RawListener] = []
         self._task: asyncio.Task[None] | None = None
         self.position = "0-0"
         self._ended_position = "0-0"  # newest entry of keys.ENDED handed to on_ended
@@ -94,8 +111,15 @@ class EventReader:
         self.healthy = False
         self._closed = False
 
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    def add_listener(self, listener: Listener, *, wants: Callable[[], bool] = _always) -> None:
+        """``wants``: whether the listener has any use for events now (a
+        waiter, a subscription); while it has none it is not called, and
+        costs no decoding. It must do nothing with a batch it does not want."""
+        self._listeners.append((listener, wants))
+
+    def add_raw_listener(self, listener: RawListener) -> None:
+        """Be called with every batch as read, undecoded."""
+        self._raw.append(listener)
 
     async def start(self) -> None:
         self.position = self._ended_position = await last_id(self._wire)
@@ -178,20 +202,26 @@ class EventReader:
         """Entries of keys.ENDED up to the events position were delivered already."""
         return max(self._ended_position, self.position, key=StreamId.parse)
 
-    def _ended(self, batch: list[Event]) -> None:
+    def _ended(self, batch: list[StreamEntry]) -> None:
         if batch and self._on_ended is not None:
-            self._ended_position = str(batch[-1].id)
-            self._call(self._on_ended, batch)
+            self._ended_position = batch[-1][0]
+            if self._ended_wanted():
+                self._call(self._on_ended, decoded(batch))
 
-    def _deliver(self, batch: list[Event]) -> None:
+    def _deliver(self, batch: list[StreamEntry]) -> None:
         if not batch:
             return
-        self.position = str(batch[-1].id)
-        for listener in self._listeners:
-            self._call(listener, batch)
+        self.position = batch[-1][0]
+        for raw in self._raw:
+            self._call(raw, batch)
+        events: list[Event] | None = None
+        for listener, wants in self._listeners:
+            if wants():
+                events = decoded(batch) if events is None else events
+                self._call(listener, events)
 
     @staticmethod
-    def _call(listener: Listener, batch: list[Event]) -> None:
+    def _call(listener: Callable[[Any], None], batch: list[Any]) -> None:
         try:
             listener(batch)
         except Exception:

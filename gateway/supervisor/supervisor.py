@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import STATUSES, TERMINAL, Event, JobSpec, Transition, Verdict, decode, result
+from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode, result
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import (
@@ -35,7 +35,7 @@ from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
-from gateway.supervisor.replies import pairs
+from gateway.supervisor.replies import StreamEntry, pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -61,11 +61,12 @@ class Supervisor:
         # Waits need only terminal events at once; subscribers need them all.
         self._reader = EventReader(
             Wire(config.redis, "events"),
-            eager=lambda: len(self.subscriptions) > 0,
+            eager=self._anyone_subscribed,
             on_ended=self.waits.on_events,
+            ended_wanted=self._anyone_waits,
         )
-        self._reader.add_listener(self.waits.on_events)
-        self._reader.add_listener(self.subscriptions.on_events)
+        self._reader.add_listener(self.waits.on_events, wants=self._anyone_waits)
+        self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
         self.watching = False
 
@@ -89,6 +90,12 @@ class Supervisor:
         if maintenance:
             sup.maintenance.start()
         return sup
+
+    def _anyone_waits(self) -> bool:
+        return self.waits.waiting > 0
+
+    def _anyone_subscribed(self) -> bool:
+        return len(self.subscriptions) > 0
 
     def _must_watch(self) -> None:
         if not self.watching:
@@ -162,9 +169,19 @@ class Supervisor:
         reply = await self._submit(job, start=False)
         return {"job_id": job.job_id, "status": reply.status}
 
+    #: The starts issued in one turn of the loop leave as one pipeline of
+    #: ``hero_start`` calls (one wire write, replies matched in order).
+    _starts: Merger[str] | None = None
+
+    async def _start_many(self, job_ids: Sequence[str]) -> list[Transition | Exception]:
+        calls = [functions.start(job_id) for job_id in job_ids]
+        return await library.pipeline(self.wire, self.config, calls)
+
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call(functions.start(job_id))
+        if self._starts is None:
+            self._starts = Merger(self._start_many)
+        reply: Transition = await self._starts.submit(job_id)
         if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
         if reply.verdict is Verdict.INVALID_STATE:
@@ -363,9 +380,10 @@ class Supervisor:
         counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
-    def add_event_listener(self, listener: Callable[[list[Event]], None]) -> None:
-        """Be called with every batch the shared events reader sees (metrics, audit)."""
-        self._reader.add_listener(listener)
+    def add_event_listener(self, listener: Callable[[list[StreamEntry]], None]) -> None:
+        """Be called with every batch the shared events reader sees (metrics,
+        audit), as read: (entry id, fields); ``Event.from_entry`` decodes one."""
+        self._reader.add_raw_listener(listener)
 
     @guarded
     async def report(self) -> dict[str, Any] | None:
