@@ -10,10 +10,12 @@ and the actor goes through a ``Wire``:
 - one socket, shared by every caller of the process, with no checkout: a
   command is queued at once and its reply matched to it in order, since
   Redis answers the commands of one connection in the order they came;
-- the first caller of a turn of the event loop writes at once, and the
-  callers after it in the same turn leave together in a second write, so
-  concurrent callers are pipelined without asking for it while a lone one
-  pays no hop through a writer task;
+- the commands queued in one turn of the event loop leave in one write, by
+  the link's writer task, so concurrent callers are pipelined without asking
+  for it; no caller writes itself, so a caller cancelled mid-write (a wait
+  that timed out) cannot make redis-py drop the connection under the others;
+- a command is packed before it is queued: one that cannot be packed fails
+  alone and never takes a place in the line of replies;
 - the socket is one of redis-py's own connections, built from the URL by
   its public pieces (``ConnectionPool.from_url`` → ``make_connection`` →
   ``connect``): TLS, AUTH, SELECT, CLIENT SETNAME, timeouts and TCP
@@ -65,8 +67,8 @@ class _Link:
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
         self.lost: asyncio.Future[None] = loop.create_future()
         self._outgoing: list[bytes] = []
-        self._wrote = False  # a caller of this loop turn wrote already
         self._queued: asyncio.Future[None] = loop.create_future()
+        self._closing: asyncio.Task[None] | None = None
         self._reader = loop.create_task(self._read(), name="wire-reader")
         self._writer = loop.create_task(self._write(), name="wire-writer")
 
@@ -74,42 +76,32 @@ class _Link:
     def up(self) -> bool:
         return not self.lost.done()
 
-    async def send(self, commands: Sequence[Sequence[Any]]) -> list[asyncio.Future[Any]]:
-        """Write ``commands`` (see ``post``); a future for each reply."""
+    def send(self, commands: Sequence[Sequence[Any]]) -> list[asyncio.Future[Any]]:
+        """Queue ``commands`` for this turn's write; a future for each reply.
+        Synchronous: the futures join the line of replies in the order of the
+        bytes, and nothing can come between."""
+        packed = self._pack(commands)  # TypeError here: nothing queued, the line intact
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in commands]
-        self.waiting.extend(futures)  # in the order of the bytes: no await before the write
-        try:
-            await self.post(commands)
-        except BaseException:
-            for future in futures:
-                future.cancel()  # its turn in ``waiting`` still comes, and is skipped
-            raise
+        self.waiting.extend(futures)
+        self._queue(packed)
         return futures
 
-    async def post(self, commands: Sequence[Sequence[Any]]) -> None:
-        """Write ``commands`` whose answers come as pushes (pub/sub mode).
+    def post(self, commands: Sequence[Sequence[Any]]) -> None:
+        """Queue ``commands`` whose answers come as pushes (pub/sub mode)."""
+        self._queue(self._pack(commands))
 
-        The first caller of a loop turn writes at once, itself; the callers
-        after it in the same turn are queued and leave together in the
-        writer's one write when the turn ends. A lone caller so pays no hop
-        through another task, and a crowd pays one for all of it."""
+    def _pack(self, commands: Sequence[Sequence[Any]]) -> list[bytes]:
         if not self.up or not self.conn.is_connected:  # else redis-py would dial again
             raise RedisConnectionError("connection to Redis lost")
-        packed = [hiredis.pack_command(tuple(c)) for c in commands]
+        return [hiredis.pack_command(tuple(c)) for c in commands]
+
+    def _queue(self, packed: list[bytes]) -> None:
         if not packed:
             return
-        if self._outgoing or self._wrote:
-            if not self._outgoing:
-                self._queued.set_result(None)  # the writer runs after this turn's callers
-            self._outgoing += packed
-            return
-        self._wrote = True
-        asyncio.get_running_loop().call_soon(self._next_turn)
-        await self.conn.send_packed_command(packed, check_health=False)
-
-    def _next_turn(self) -> None:
-        self._wrote = False
+        if not self._outgoing:
+            self._queued.set_result(None)  # the writer runs after this turn's callers
+        self._outgoing += packed
 
     async def _write(self) -> None:
         """Write what the callers of each loop turn queued, in one write."""
@@ -165,6 +157,10 @@ class _Link:
         if not self.lost.done():
             self.lost.set_result(None)
         self._writer.cancel()
+        if self._closing is None:  # the socket too, not only the tasks (a reader that failed)
+            self._closing = asyncio.get_running_loop().create_task(
+                self.conn.disconnect(nowait=True)
+            )
 
     async def close(self) -> None:
         """Close the socket: every command in flight fails at once."""
@@ -174,7 +170,8 @@ class _Link:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._end()  # a reader cancelled before its first step never ran its ``finally``
-        await self.conn.disconnect(nowait=True)
+        assert self._closing is not None
+        await self._closing
 
 
 class Wire:
@@ -198,7 +195,7 @@ class Wire:
         """The reply to one command; an error reply raises (same name and shape
         as redis-py's)."""
         link = self._link or await self._connect()
-        (future,) = await link.send([args])
+        (future,) = link.send([args])
         return await future
 
     async def pipeline(
@@ -210,7 +207,7 @@ class Wire:
         for a batch whose commands are answered one by one (a submission). A
         lost connection raises either way."""
         link = self._link or await self._connect()
-        futures = await link.send(commands)
+        futures = link.send(commands)
         replies: list[Any] = []
         try:
             for future in futures:  # answered in order: no gather needed
@@ -235,7 +232,7 @@ class Wire:
         """Send a command whose answer comes as a push (``on_push`` connections:
         SUBSCRIBE); the returned future ends when this connection is lost."""
         link = self._link or await self._connect()
-        await link.post([args])
+        link.post([args])
         return asyncio.shield(link.lost)  # a cancelled waiter must not end it
 
     async def aclose(self) -> None:
@@ -276,6 +273,9 @@ class Wire:
         except (AuthenticationError, ResponseError) as exc:  # AUTH or SELECT refused
             await conn.disconnect(nowait=True)
             raise RedisConnectionError(f"Redis refused the connection: {exc}") from None
+        except BaseException:  # cancelled, or refused otherwise: no half-open socket left
+            await conn.disconnect(nowait=True)
+            raise
         link = _Link(conn)
         try:
             self.tracking = bool(self._track) and await _track(link, self._track)
@@ -294,17 +294,17 @@ async def _track(link: _Link, prefixes: Sequence[str]) -> bool:
     without CLIENT TRACKING or that channel, an old server)."""
     tracking = False
     try:
-        (client_id,) = await link.send([("CLIENT", "ID")])
+        (client_id,) = link.send([("CLIENT", "ID")])
         command = ["CLIENT", "TRACKING", "ON", "REDIRECT", await client_id, "BCAST"]
         for prefix in prefixes:
             command += ["PREFIX", prefix]
-        (reply,) = await link.send([command])
+        (reply,) = link.send([command])
         tracking = await reply == "OK"
-        (reply,) = await link.send([("SUBSCRIBE", INVALIDATE)])
+        (reply,) = link.send([("SUBSCRIBE", INVALIDATE)])
         await reply
     except ResponseError:
         if tracking:
-            (reply,) = await link.send([("CLIENT", "TRACKING", "OFF")])
+            (reply,) = link.send([("CLIENT", "TRACKING", "OFF")])
             await reply
         return False
     return True
