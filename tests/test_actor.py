@@ -103,6 +103,8 @@ async def test_sdk_handlers_async_and_sync_and_failures(
         ctx.log(f"running {ctx.job.job_id}")
         if ctx.job.script == "fail":
             raise JobFailed("asked to fail")
+        if ctx.job.script == "fail-bare":
+            raise JobFailed("no output", output=None)
         return ctx.job.script.upper()
 
     @actor.handler("sal")
@@ -118,6 +120,8 @@ async def test_sdk_handlers_async_and_sync_and_failures(
     assert (await sup.run(job("abc", script_type="sal"), wait=10))["output"] == "cba"
     failed = await sup.run(job("fail", script_type="osis"), wait=10)
     assert (failed["status"], failed["error"]) == ("error", "asked to fail")
+    bare = await sup.run(job("fail-bare", script_type="osis"), wait=10)  # the actor lives on
+    assert (bare["status"], bare["output"]) == ("error", None)
     crashed = await sup.run(job("crash", script_type="sal"), wait=10)
     assert crashed["status"] == "error" and crashed["error"] == "RuntimeError: bug in handler"
     listed = {(a["script_type"], a["group"], a["instance"]) for a in await sup.actors()}

@@ -12,11 +12,12 @@ from gateway.model import Claimed
 class JobFailed(Exception):
     """Raised by a handler to end the job with status error and this message.
 
-    ``output`` is kept as the failed job's output (e.g. what it printed)."""
+    ``output`` is kept as the failed job's output (e.g. what it printed); as
+    text, whatever a handler passed (None is no output)."""
 
-    def __init__(self, message: str, output: str = "") -> None:
+    def __init__(self, message: str, output: str | None = "") -> None:
         super().__init__(message)
-        self.output = output
+        self.output = "" if output is None else str(output)
 
 
 @dataclass
