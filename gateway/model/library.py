@@ -223,12 +223,14 @@ def _cycle_reply(reply: Reply) -> CycleReply:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who cycles: the actor's name, control queue, presence key and, in
-    stream mode, its consumer name."""
+    """Who cycles: the actor's name, control queue, presence key, the channel
+    its handed jobs are published on (lists only) and, in stream mode, its
+    consumer name."""
 
     name: str
     ctl: str
     lease: str
+    handoff: str = ""
     consumer: str = ""
     sandbox_off: bool = False
 
@@ -241,17 +243,20 @@ def cycle(
     outcomes: Sequence[Outcome],
     entries: Mapping[str, str],
     reclaim_idle_ms: int,
-    record: str,
+    offer: bool,
+    holding: int,
     outside_grace_ms: int,
 ) -> Call[CycleReply]:
     """Report ``outcomes`` (each with its stream ``entries``) and claim up to
-    ``want`` jobs. ``record``: the idle record to leave when nothing is
-    found ("" for none)."""
-    args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer,
-                       reclaim_idle_ms, record, outside_grace_ms, len(outcomes)]  # fmt: skip
+    ``want`` jobs. ``offer``: the slots left free are offered for handoffs on
+    ``actor.handoff``. ``holding``: how many jobs the actor has in hand apart
+    from ``outcomes``, so jobs handed to it and not yet received count
+    against ``want``."""
+    args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer, reclaim_idle_ms,
+                       actor.handoff if offer else "", outside_grace_ms,
+                       "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip
     for o in outcomes:
         args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
-    args += ["off"] if actor.sandbox_off else []
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
 
 
