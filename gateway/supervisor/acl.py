@@ -73,7 +73,7 @@ ACTOR_COMMANDS = (
     "ping", "select", "client|setname",
     # a queue written by anyone wakes an idle actor (wire.py: broadcast tracking)
     "client|id", "client|tracking",
-    # presence, idle list, held jobs, stop requests, wake-ups
+    # presence, idle offers, held jobs, stop requests, wake-ups
     "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "hdel", "blpop",
     "subscribe",
     # the container health check lists presence (deploy/docker/healthcheck.py)

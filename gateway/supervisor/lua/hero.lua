@@ -112,7 +112,7 @@ local function context(args)
     -- fresh: job id -> the fields submit has just written (see `take`);
     -- unwritten: job id -> its HSET arguments while submit has it in hand;
     -- replied: job ids whose reply this call has pushed (see `retain`);
-    -- no_idle: script types whose idle list this call found empty;
+    -- no_idle: script types whose idle hash this call found empty;
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
     -- moves, moved: job id -> {status before the call, status now}, in order;
