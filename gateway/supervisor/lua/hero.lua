@@ -989,8 +989,9 @@ end
 -- One round trip per cycle for a busy actor: report what finished, promote
 -- due retries and parked outside ids, take what is next.
 -- A list actor whose claim leaves it room offers the free slots in its
--- type's idle hash (see hand_off); every cycle first takes back the offer
--- it has standing, so a cycle that claims never races an older offer.
+-- type's idle hash (see hand_off); every cycle replaces or takes back the
+-- offer it had standing (nobody hands off inside the call), so no older
+-- offer outlives a cycle that claimed.
 -- KEYS: held, idle hash, then the queues in pop order (stream mode: the one
 --       work stream);
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
@@ -1008,7 +1009,6 @@ local function hero_cycle(keys, args)
   local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3], sandbox = args[H + 9]}
   local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 11])
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
-  if not who.consumer then redis.call('HDEL', idle, who.actor) end
   for i = 0, n - 1 do
     local b = H + 12 + i * 6
     finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
@@ -1029,7 +1029,11 @@ local function hero_cycle(keys, args)
     for i = 3, #keys do queues[#queues + 1] = keys[i] end
     count = room(held, count, tonumber(args[H + 10]))
     out = claim(ctx, held, who, count, queues, tonumber(args[H + 8]), {})
-    if channel ~= '' and #out < count then offer(idle, held, who, channel, count - #out) end
+    if channel ~= '' and #out < count then
+      offer(idle, held, who, channel, count - #out)
+    else
+      redis.call('HDEL', idle, who.actor)
+    end
   end
   return {out, settle_due(ctx, not ctx.parked and first or nil)}
 end
