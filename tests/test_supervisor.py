@@ -274,6 +274,38 @@ async def test_jobs_handed_over_and_not_yet_received_count_against_a_claim(
         await actor.close()
 
 
+async def test_a_run_handed_to_an_idle_actor_costs_one_cycle_the_one_reporting_it(
+    sup: Supervisor, config: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    """A handoff takes one of the slots offered and leaves the rest standing,
+    and the cycle that reports the job offers them all again: no empty cycle
+    comes between, so a run is one submit and one hero_cycle."""
+    actor = Actor(config, concurrency=4)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    actors(actor)
+
+    async def offered() -> bool:
+        return [await _slots(rds, name) for name in await rds.hkeys(keys.idle("osis"))] == [4]
+
+    await eventually(offered)
+    cycles: list[str] = []
+    async with rds.monitor() as monitor:
+        for n in range(10):
+            result = await sup.run(job(f"r{n}", script_type="osis", job_id=f"r{n}"), wait=10)
+            assert result["output"] == f"r{n}"
+        await rds.echo("barrier")  # MONITOR shows commands in the order they ran
+        while (command := (await monitor.next_command())["command"]) != "ECHO barrier":
+            if command.startswith("FCALL hero_cycle"):
+                cycles.append(command)
+    assert len(cycles) == 10
+    assert await rds.llen(keys.work_queue("osis")) == 0  # every run was handed over
+    assert await offered()
+
+
 async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_ask(
     sup: Supervisor, config: Config, rds: aioredis.Redis
 ) -> None:
