@@ -219,7 +219,7 @@ async def test_an_idle_actor_is_handed_the_next_job_already_claimed(
 ) -> None:
     idle = await link(config, "default", "idle")
     try:
-        await eventually(_registers(idle, rds))  # once it listens on its channel
+        await eventually(_registers(idle, rds, want=2))  # once it listens on its channel
         await sup.start((await sup.create(job("h", script_type="osis", job_id="h1")))["job_id"])
         assert await rds.llen(keys.work_queue("osis")) == 0  # never queued
         assert [q["queue"] for q in await sup.queue_stats("osis")] == [keys.work_queue("osis")]
@@ -229,17 +229,81 @@ async def test_an_idle_actor_is_handed_the_next_job_already_claimed(
         await eventually(_has_handed(idle))
         [handed] = idle.handed()
         assert (handed.job_id, handed.script, handed.attempt) == ("h1", "h", 1)
-        assert await rds.llen(keys.idle("osis")) == 0  # one job per registration
+        assert await _slots(rds, "default:idle") == 1  # one slot per job, the offer stands
         await sup.start((await sup.create(job(script_type="osis", job_id="h2")))["job_id"])
+        assert await rds.hlen(keys.idle("osis")) == 0  # its last slot: the offer is gone
+        await sup.start((await sup.create(job(script_type="osis", job_id="h3")))["job_id"])
         assert await rds.llen(keys.work_queue("osis")) == 1  # no idle actor left: queued
-        [claimed] = await idle.cycle([Outcome("h1", "finished", "out")], 4, accept_handoff=True)
-        assert claimed.job_id == "h2" and await rds.llen(keys.idle("osis")) == 0
+        await eventually(_has_handed(idle))
+        assert [j.job_id for j in idle.handed()] == ["h2"]
+        # the cycle reporting h1 claims h3 and offers the slot left again
+        [claimed] = await idle.cycle([Outcome("h1", "finished", "out")], 2, accept_handoff=True)
+        assert claimed.job_id == "h3" and await _slots(rds, "default:idle") == 1
         assert (await sup.output("h1"))["output"] == "out"
         kinds = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "h1"]
         assert kinds == ["created", "dispatched", "started", "finished"]
     finally:
         await idle.close()
-    assert await rds.llen(keys.idle("osis")) == 0
+    assert await rds.hlen(keys.idle("osis")) == 0
+
+
+async def test_jobs_handed_over_and_not_yet_received_count_against_a_claim(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    """Handoff messages travel on another connection than the cycle: a cycle
+    made before they arrive must not claim the slots they took."""
+    actor = await link(config, "default", "busy")
+    try:
+        await eventually(_registers(actor, rds, want=2))
+        for n in range(3):  # two handed over, the third queued
+            await sup.start((await sup.create(job(script_type="osis", job_id=f"r{n}")))["job_id"])
+        assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["r2"]
+        assert await actor.cycle([], 2, accept_handoff=True) == []  # r0, r1 still on their way
+        assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["r2"]
+        assert await rds.hlen(keys.idle("osis")) == 0  # and no slot to offer
+        got: list[str] = []
+
+        async def both_arrived() -> bool:
+            got.extend(j.job_id for j in actor.handed())
+            return len(got) == 2
+
+        await eventually(both_arrived)
+        [claimed] = await actor.cycle([Outcome("r0", "finished")], 1, accept_handoff=True)
+        assert claimed.job_id == "r2"
+    finally:
+        await actor.close()
+
+
+async def test_a_run_handed_to_an_idle_actor_costs_one_cycle_the_one_reporting_it(
+    sup: Supervisor, config: Config, actors: Any, rds: aioredis.Redis
+) -> None:
+    """A handoff takes one of the slots offered and leaves the rest standing,
+    and the cycle that reports the job offers them all again: no empty cycle
+    comes between, so a run is one submit and one hero_cycle."""
+    actor = Actor(config, concurrency=4)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    actors(actor)
+
+    async def offered() -> bool:
+        return [await _slots(rds, name) for name in await rds.hkeys(keys.idle("osis"))] == [4]
+
+    await eventually(offered)
+    cycles: list[str] = []
+    async with rds.monitor() as monitor:
+        for n in range(10):
+            result = await sup.run(job(f"r{n}", script_type="osis", job_id=f"r{n}"), wait=10)
+            assert result["output"] == f"r{n}"
+        await rds.echo("barrier")  # MONITOR shows commands in the order they ran
+        while (command := (await monitor.next_command())["command"]) != "ECHO barrier":
+            if command.startswith("FCALL hero_cycle"):
+                cycles.append(command)
+    assert len(cycles) == 10
+    assert await rds.llen(keys.work_queue("osis")) == 0  # every run was handed over
+    assert await offered()
 
 
 async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_ask(
@@ -253,15 +317,15 @@ async def test_no_handoff_to_a_gone_actor_another_group_or_a_link_that_did_not_a
         await rds.delete(keys.presence("osis", "default", "gone"))  # its presence expired
         await sup.start((await sup.create(job(script_type="osis", job_id="q1")))["job_id"])
         assert await rds.lrange(keys.work_queue("osis"), 0, -1) == ["q1"]
-        assert await rds.llen(keys.idle("osis")) == 0  # the gone actor's record was dropped
+        assert await rds.hlen(keys.idle("osis")) == 0  # the gone actor's offer was dropped
 
         assert await gone.cycle([], 1, accept_handoff=True) != []  # takes q1
-        await rds.lpush(keys.idle("osis"), "junk")
+        await rds.hset(keys.idle("osis"), "junk", "[1]")
         await sup.start(
             (await sup.create(job(script_type="osis", group="g", job_id="g1")))["job_id"]
         )
         assert await rds.lrange(keys.work_queue("osis", "g"), 0, -1) == ["g1"]
-        assert await rds.lrange(keys.idle("osis"), 0, -1) == ["junk"]  # not for a group job
+        assert await rds.hkeys(keys.idle("osis")) == ["junk"]  # not for a group job
     finally:
         await gone.close()
         await plain.close()
@@ -275,18 +339,26 @@ async def test_a_link_offers_itself_only_once_its_channel_is_subscribed(
     fresh = await link(config, "default", "fresh")  # its waker has not run yet
     try:
         assert await fresh.cycle([], 1, accept_handoff=True) == []
-        assert await rds.llen(keys.idle("osis")) == 0
+        assert await rds.hlen(keys.idle("osis")) == 0
         await eventually(_registers(fresh, rds))
     finally:
         await fresh.close()
 
 
-def _registers(actor: ActorLink, rds: aioredis.Redis) -> Callable[[], Awaitable[bool]]:
+def _registers(
+    actor: ActorLink, rds: aioredis.Redis, want: int = 4
+) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
-        assert await actor.cycle([], 4, accept_handoff=True) == []
-        return bool(await rds.llen(keys.idle("osis")) == 1)
+        assert await actor.cycle([], want, accept_handoff=True) == []
+        return bool(await _slots(rds, actor.name) == want)
 
     return check
+
+
+async def _slots(rds: aioredis.Redis, actor: str) -> int:
+    """The free slots ``actor`` offers for handoffs (0: none)."""
+    offer = await rds.hget(keys.idle("osis"), actor)
+    return int(json.loads(offer)[0]) if offer else 0
 
 
 def _has_handed(actor: ActorLink) -> Callable[[], Awaitable[bool]]:

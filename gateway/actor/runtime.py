@@ -129,11 +129,16 @@ class Actor:
 
     async def _cycle_until_stopped(self, link: ActorLink, jobs: _InFlight) -> None:
         """Report what ended and claim up to ``concurrency`` more, one round trip
-        a cycle; wait for work when there is nothing to report and no room.
-        Once stopping: claim nothing, let the running jobs end, report them,
-        withdraw, and run what was handed over meanwhile before leaving."""
+        a cycle; wait for work when there is nothing to report and no claim is
+        due (a job handed over is not one: the slots offered for it stand, so
+        the cycle that reports it is the next). Once stopping: claim nothing,
+        let the running jobs end, report them, withdraw, and run what was
+        handed over meanwhile before leaving."""
         while True:
             is_stopping = self._stopping.is_set()
+            if is_stopping and link.offering:  # no job is handed to a stopping actor
+                with contextlib.suppress(*UNAVAILABLE):
+                    await link.withdraw()
             if is_stopping and not jobs.running and not jobs.done:
                 with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
                     await link.withdraw()
@@ -144,11 +149,12 @@ class Actor:
                 continue
             jobs.launch(link.handed())
             want = 0 if is_stopping else self.concurrency - len(jobs.running)
-            if jobs.done or want:
+            if jobs.done or (want and link.claim_due):
                 outcomes, jobs.done = jobs.done, []
                 try:
                     if link.adopt_due:  # held jobs of an earlier process with this name
                         jobs.launch(await link.adopt(jobs.running))
+                        want = min(want, max(self.concurrency - len(jobs.running), 0))
                     claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
                 except UNAVAILABLE:
                     jobs.done[:0] = outcomes  # keep them; report once Redis is back
@@ -156,10 +162,9 @@ class Actor:
                     await asyncio.sleep(0.5)
                     continue
                 jobs.launch(claimed)
-                if claimed and len(claimed) == want:
-                    continue  # maybe more queued
-            if jobs.done or link.has_handed():
-                continue  # arrived while cycling: the cycle cleared their wake-up
+            room = not is_stopping and len(jobs.running) < self.concurrency
+            if jobs.done or link.has_handed() or (room and link.claim_due):
+                continue  # arrived while cycling (the cycle cleared their wake-up), or more queued
             if is_stopping and not jobs.running:
                 continue  # reported the last ones: leave (at the top)
             await link.wait_for_work()  # stop() wakes it too

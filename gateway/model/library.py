@@ -42,16 +42,28 @@ class Call(Generic[R]):
 def head(config: Config) -> list[str]:
     """The ARGV every Function call starts with (see the top of hero.lua).
 
-    The jitter is drawn here because scripts must be deterministic."""
-    return [
+    The jitter is drawn here because scripts must be deterministic; the rest
+    is the config's, spelled once per config (a process has one)."""
+    global _spelled
+    if _spelled is None or _spelled[0] is not config:
+        _spelled = (config, _spell(config))
+    maxlen, compat, ttl, base, most, dlq = _spelled[1]
+    return [maxlen, compat, ttl, base, most, repr(random.random()), dlq]
+
+
+def _spell(config: Config) -> tuple[str, str, str, str, str, str]:
+    return (
         str(config.events_maxlen),
         compat_spec(config),
         str(config.job_ttl),
         repr(config.retry_base),
         repr(config.retry_max),
-        repr(random.random()),
         str(config.dlq_maxlen),
-    ]
+    )
+
+
+#: The last config ``head`` spelled, and how (compared by identity: cheap).
+_spelled: tuple[Config, tuple[str, str, str, str, str, str]] | None = None
 
 
 def compat_spec(config: Config) -> str:
@@ -115,12 +127,16 @@ def _transition(row: Sequence[Any]) -> Transition:
     return Transition(Verdict.DONE, kind, (rest or [""])[0] or None)
 
 
+#: One JSON encoder for every submit (``json.dumps`` builds one per call).
+_encode = json.JSONEncoder().encode
+
+
 def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[Transition]]:
     """Create (and ``start``) each job, given with the queue it goes to."""
     args: list[Arg] = ["1" if start else "0"]
     for job, queue in jobs:
-        args += [job.job_id, json.dumps(list(job.prerequisites)),
-                 json.dumps(job.hash_fields(queue))]  # fmt: skip
+        prerequisites = _encode(list(job.prerequisites)) if job.prerequisites else "[]"
+        args += [job.job_id, prerequisites, _encode(job.hash_fields(queue))]
     return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
 
 
@@ -223,12 +239,14 @@ def _cycle_reply(reply: Reply) -> CycleReply:
 
 @dataclass(frozen=True)
 class Actor:
-    """Who cycles: the actor's name, control queue, presence key and, in
-    stream mode, its consumer name."""
+    """Who cycles: the actor's name, control queue, presence key, the channel
+    its handed jobs are published on (lists only) and, in stream mode, its
+    consumer name."""
 
     name: str
     ctl: str
     lease: str
+    handoff: str = ""
     consumer: str = ""
     sandbox_off: bool = False
 
@@ -241,17 +259,20 @@ def cycle(
     outcomes: Sequence[Outcome],
     entries: Mapping[str, str],
     reclaim_idle_ms: int,
-    record: str,
+    offer: bool,
+    holding: int,
     outside_grace_ms: int,
 ) -> Call[CycleReply]:
     """Report ``outcomes`` (each with its stream ``entries``) and claim up to
-    ``want`` jobs. ``record``: the idle record to leave when nothing is
-    found ("" for none)."""
-    args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer,
-                       reclaim_idle_ms, record, outside_grace_ms, len(outcomes)]  # fmt: skip
+    ``want`` jobs. ``offer``: the slots left free are offered for handoffs on
+    ``actor.handoff``. ``holding``: how many jobs the actor has in hand apart
+    from ``outcomes``, so jobs handed to it and not yet received count
+    against ``want``."""
+    args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer, reclaim_idle_ms,
+                       actor.handoff if offer else "", outside_grace_ms,
+                       "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip
     for o in outcomes:
         args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
-    args += ["off"] if actor.sandbox_off else []
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
 
 

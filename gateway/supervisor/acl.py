@@ -73,8 +73,8 @@ ACTOR_COMMANDS = (
     "ping", "select", "client|setname",
     # a queue written by anyone wakes an idle actor (wire.py: broadcast tracking)
     "client|id", "client|tracking",
-    # presence, idle list, held jobs, stop requests, wake-ups
-    "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "blpop",
+    # presence, idle offers, held jobs, stop requests, wake-ups
+    "set", "del", "zadd", "zrem", "lrem", "lrange", "hmget", "hdel", "blpop",
     "subscribe",
     # the container health check lists presence (deploy/docker/healthcheck.py)
     "mget",
@@ -82,7 +82,7 @@ ACTOR_COMMANDS = (
     "xreadgroup", "xack", "xdel",
     # inside the Functions above
     "time", "exists", "hget", "hset", "hincrby", "expire", "append", "getrange",
-    "lpush", "rpop", "lmove", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
+    "lpush", "lmove", "llen", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
 

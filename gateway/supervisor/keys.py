@@ -234,9 +234,12 @@ def wake(script_type: str) -> str:
 
 
 def idle(script_type: str) -> str:
-    """Actors of the type whose last cycle found nothing while they had room:
-    a dispatch hands a job to one of them directly (no claim round trip)."""
-    return f"{PREFIX}:q:idle:type:{script_type}"
+    """Hash of the actors of the type whose last cycle left them room, each
+    with its free slots: a dispatch hands a job to one of them directly (no
+    claim round trip). (A list named ``hero:q:idle:type:{t}`` before slots
+    were counted: a new name, so a list left by an older version is no
+    WRONGTYPE.)"""
+    return f"{PREFIX}:q:idle:slots:type:{script_type}"
 
 
 def handoff(script_type: str, group: str, instance: str) -> str:

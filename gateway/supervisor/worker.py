@@ -16,12 +16,15 @@ itself stays the atomic claim into the held list. Where Redis refuses
 tracking, or ``HERO_QUEUE_POLL`` asks for it, the actor looks every so often
 instead. bench/interop.py measures both (idle cost, pickup latency).
 
-An actor that found nothing while it had room is also on its type's idle
-list, so the next dispatch hands it the job directly: already claimed, the
+An actor whose cycle left it room offers its free slots in its type's idle
+hash, so the next dispatches hand it jobs directly: already claimed, the
 claim row published on the instance's own channel (``handed``), saving the
-claim round trip for an interactive run-and-wait. Such a job is in the held
-list like any other, so a message lost on a reconnect is recovered by
-``adopt``.
+claim round trip for an interactive run-and-wait. Each handoff takes one
+slot, so a handed job needs no cycle before the one reporting it, which
+offers the slots again. Such a job is in the held list like any other, so a
+message lost on a reconnect is recovered by ``adopt``; until then, and
+while handoff messages are on their way, the held list counts them against
+the actor's claims (``holding``), so its concurrency is never exceeded.
 
 In stream mode (``HERO_STREAM_TYPES``) the link is a consumer named
 ``host:pid:index`` in the type stream's group. Its heartbeat also refreshes
@@ -39,12 +42,10 @@ import os
 import socket
 from collections.abc import Callable, Collection, Sequence
 
-from redis.exceptions import ResponseError
-
 from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
-from gateway.supervisor import connection, keys, library, presence, replies, stop_requests
+from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -69,8 +70,6 @@ class ActorLink:
         sandbox_off: bool = False,
     ) -> None:
         self.script_type, self.group, self.instance = script_type, group, instance
-        #: Runs python jobs unconfined (HERO_SANDBOX=off): their started event and hash say so.
-        self._sandbox_off = sandbox_off
         self.name = f"{group}:{instance}"
         self._config = config
         self._held = keys.held(script_type, group, instance)
@@ -85,10 +84,19 @@ class ActorLink:
             self._queues = keys.pop_order(script_type, group, instance)
         self._idle = keys.idle(script_type)
         self._channel = keys.handoff(script_type, group, instance)
-        self._record = "" if self.stream else self._idle_record()
+        #: sandbox_off: runs python jobs unconfined (HERO_SANDBOX=off), which
+        #: their started event and hash say.
+        self._who = functions.Actor(self.name, self._ctl, self._lease,
+                                    "" if self.stream else self._channel, self.consumer,
+                                    sandbox_off)  # fmt: skip
         self._cycle_keys = [self._held, self._idle, *self._queues]
         self._queues_set = frozenset(self._queues)
         self._handed: list[Claimed] = []
+        #: Jobs given to the caller (claimed, handed, adopted) and not reported yet.
+        self._holding: set[str] = set()
+        #: A cycle may find work: a wake-up, a written queue, or the last claim was full.
+        self.claim_due = True
+        self.offering = False  # free slots offered for handoffs may stand
         self._adopted: set[str] = set()
         #: Held jobs may be unknown to this process: at start, after a lost
         #: cycle reply, and after a reconnect that may have lost a handoff.
@@ -125,17 +133,10 @@ class ActorLink:
         )
         self._control = Wire(config.redis, "actor-control")
 
-    def _idle_record(self) -> str:
-        """This instance's entry on its type's idle list, one line per field:
-        hand_off in hero.lua reads it back to hand a job over directly."""
-        parts = [self.name, self._held, self._ctl, self._lease, self._channel]
-        parts += ["off"] if self._sandbox_off else []
-        return "\n".join(parts)
-
     async def open(self) -> None:
         await library.load(self._wire)
         await presence.beat(self._wire, self._info, self._config.presence_ttl)
-        self._work.set()  # whatever is queued already
+        self._wake()  # whatever is queued already
         self._tasks = [
             asyncio.create_task(self._wake_on_dispatch(), name="actor-waker"),
             asyncio.create_task(self._heartbeat(), name="actor-heartbeat"),
@@ -171,46 +172,53 @@ class ActorLink:
     ) -> list[Claimed]:
         """Report outcomes and claim up to ``want`` jobs, in one round trip.
 
-        ``accept_handoff``: when nothing is claimed, wait on the idle list for
-        a job handed over directly (see ``handed``); only for a link whose
-        caller runs what ``handed`` returns."""
+        ``accept_handoff``: offer the slots left free for jobs handed over
+        directly (see ``handed``); only for a link whose caller runs what
+        ``handed`` returns. Jobs handed over and not received yet count
+        against ``want``."""
         self._work.clear()  # cleared before claiming: a dispatch after this wakes us
         self._written.clear()  # the claim looks at every queue: a write after this counts
         self._room.clear()
+        if want > 0:
+            self.claim_due = False
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
-        actor = functions.Actor(self.name, self._ctl, self._lease, self.consumer, self._sandbox_off)
+        self._holding.difference_update(o.job_id for o in outcomes)
+        # only while subscribed: a handoff published before that would be lost
+        offer = accept_handoff and self._listening and not self.stream
         reply = await library.call(
             self._wire,
             self._config,
             functions.cycle(
-                actor,
+                self._who,
                 self._cycle_keys,
                 want=want,
                 outcomes=outcomes,
                 entries=self._entries,
                 reclaim_idle_ms=idle_ms,
-                # only while subscribed: a handoff published before that would be lost
-                record=self._record if accept_handoff and self._listening else "",
+                offer=offer,
+                holding=len(self._holding),
                 outside_grace_ms=int(self._config.outside_grace * 1000),
             ),
         )
         if reply.settle_ms:  # an outside job id waits for its hash: look again when its grace ends
             if self._settle is not None:
                 self._settle.cancel()
-            self._settle = asyncio.get_running_loop().call_later(
-                reply.settle_ms / 1000, self._work.set
-            )
+            self._settle = asyncio.get_running_loop().call_later(reply.settle_ms / 1000, self._wake)
         for o in outcomes:
             self._entries.pop(o.job_id, None)
         if reclaim:
             self._reclaim = False
         claimed = list(reply.claimed)
+        self.offering = offer and len(claimed) < want
         for job in claimed:
+            self._holding.add(job.job_id)
             if job.entry:
                 self._entries[job.job_id] = job.entry
         if len(claimed) < want:
             self._room.set()
+        elif want > 0:
+            self.claim_due = True  # a full claim: more may be queued
         return claimed
 
     def handed(self) -> list[Claimed]:
@@ -218,15 +226,17 @@ class ActorLink:
         jobs = [job for job in self._handed if job.job_id not in self._adopted]
         self._adopted.difference_update(job.job_id for job in self._handed)
         self._handed = []
+        self._holding.update(job.job_id for job in jobs)
         return jobs
 
     def has_handed(self) -> bool:
         return bool(self._handed)
 
     async def withdraw(self) -> None:
-        """Leave the idle list: no job is handed over after this returns."""
-        if self._record:
-            await self._wire.execute_command("LREM", self._idle, 0, self._record)
+        """Take back the offered slots: no job is handed over after this returns."""
+        if not self.stream:
+            await self._wire.execute_command("HDEL", self._idle, self.name)
+            self.offering = False
 
     async def adopt(self, running: Collection[str]) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
@@ -236,7 +246,9 @@ class ActorLink:
         self.adopt_due = False
         self._adopted = set()  # a late handoff message follows its adopt at once, if at all
         if self.stream:
-            held = await self._delivered()
+            delivered = await deliveries.held(self._wire, self._queues[0], self.consumer)
+            self._entries.update(delivered)
+            held = list(delivered)
         else:
             held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
         orphans = [job_id for job_id in held if job_id not in running]
@@ -250,33 +262,15 @@ class ActorLink:
             if row[0] == "started" and row[1] == self.name:
                 adopted.append(Claimed.from_row([job_id, *row[2:]]))
                 self._adopted.add(job_id)  # its handoff message may still come
-            elif self.stream:
-                stale.append(self._entries.pop(job_id))
-        if stale:  # ended meanwhile (stopped, reaped, deleted): nothing left to run
-            await self._wire.pipeline(
-                [
-                    ("XACK", self._queues[0], keys.STREAM_GROUP, *stale),
-                    ("XDEL", self._queues[0], *stale),
-                ]
-            )
+            else:
+                stale.append(self._entries.pop(job_id) if self.stream else job_id)
+        # ended meanwhile (stopped, reaped, deleted): nothing left to run, nor to count as held
+        if stale and self.stream:
+            await deliveries.drop(self._wire, self._queues[0], stale)
+        elif stale:
+            await self._wire.pipeline([("LREM", self._held, 1, job_id) for job_id in stale])
+        self._holding.update(job.job_id for job in adopted)
         return adopted
-
-    async def _delivered(self) -> list[str]:
-        """Stream mode: jobs whose entries this consumer holds unacked."""
-        try:
-            reply = await self._wire.execute_command(
-                "XREADGROUP", "GROUP", keys.STREAM_GROUP, self.consumer,
-                "COUNT", 1000, "STREAMS", self._queues[0], "0",
-            )  # fmt: skip
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            return []  # nothing was ever dispatched to this stream
-        delivered = {
-            f.get("job_id", ""): e for _, raw in reply or [] for e, f in replies.entries(raw)
-        }
-        self._entries.update(delivered)
-        return list(delivered)
 
     async def wait_for_work(self) -> None:
         """Until something may be to do: a dispatch, a handoff, a finished job
@@ -287,6 +281,12 @@ class ActorLink:
 
     def poke(self) -> None:
         """Wake ``wait_for_work`` (used when a running job finishes)."""
+        self._work.set()
+
+    def _wake(self) -> None:
+        """Wake ``wait_for_work`` with a claim due: work may be queued. (A
+        handoff only wakes: the offer it came from still stands for the rest.)"""
+        self.claim_due = True
         self._work.set()
 
     async def report_output(
@@ -315,7 +315,7 @@ class ActorLink:
         Only the wake-up travels by pub/sub; the job waits in its queue. So a
         message missed while disconnected costs nothing: every (re)subscribe
         is followed by a claim attempt."""
-        channels = [keys.wake(self.script_type)] + ([self._channel] if self._record else [])
+        channels = [keys.wake(self.script_type)] + ([] if self.stream else [self._channel])
         delay = 0.05
         first = True
         while not self._closed:
@@ -336,7 +336,7 @@ class ActorLink:
                 )
                 self._poll = FALLBACK_POLL
                 self._written.set()  # the watch may wait for a write: poll from now on
-            self._work.set()  # whatever was dispatched while we were away
+            self._wake()  # whatever was dispatched while we were away
             if not first:
                 self.adopt_due = True  # a handoff may have been published meanwhile
             first, delay = False, 0.05
@@ -362,7 +362,7 @@ class ActorLink:
                 await self._room.wait()
                 self._written.clear()
                 if await self._wire.execute_command("EXISTS", *self._queues):
-                    self._work.set()
+                    self._wake()
             except connection.UNAVAILABLE:
                 await asyncio.sleep(0.5)
 
@@ -371,7 +371,7 @@ class ActorLink:
             self._handed.append(Claimed.from_row(json.loads(data)))
             self._work.set()
         elif data in self._queues:
-            self._work.set()
+            self._wake()
 
     def _is_closed(self) -> bool:
         return self._closed
@@ -385,7 +385,7 @@ class ActorLink:
         heartbeat asks for this once)."""
         if self.stream:
             self._reclaim = True
-            self._work.set()
+            self._wake()
 
     async def _heartbeat(self) -> None:
         while not self._closed:

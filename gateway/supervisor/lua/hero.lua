@@ -112,7 +112,7 @@ local function context(args)
     -- fresh: job id -> the fields submit has just written (see `take`);
     -- unwritten: job id -> its HSET arguments while submit has it in hand;
     -- replied: job ids whose reply this call has pushed (see `retain`);
-    -- no_idle: script types whose idle list this call found empty;
+    -- no_idle: script types whose idle hash this call found empty;
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
     -- moves, moved: job id -> {status before the call, status now}, in order;
@@ -392,30 +392,40 @@ local function take(ctx, id, old, who, event, entry, rec)
   return rec
 end
 
--- An idle actor of the type (one whose last cycle found nothing to do) gets
--- the job handed to it: moved to its held list, marked started and published
--- on its own channel, so it starts running without a claim round trip. An
--- entry whose actor's presence is gone is dropped. Records are written by
--- hero_cycle: actor, held, ctl, lease and channel, one per line.
+-- An actor with free slots (its last cycle found nothing more to claim)
+-- offers them in its type's idle hash: field the actor's name, value its
+-- offer as JSON {slots, held, ctl, lease, channel, sandbox} (written by
+-- hero_cycle, see `offer`). A dispatch hands the job to one of them: moved to
+-- its held list, marked started and published on its own channel, so it
+-- starts running without a claim round trip. The offer is counted down, and
+-- dropped when its last slot is taken, so the actor's next cycle (the one
+-- reporting the job) offers again and no empty cycle comes between. An offer
+-- whose actor's presence is gone is dropped.
 local function hand_off(ctx, id, old, script_type)
-  if ctx.no_idle and ctx.no_idle[script_type] then return false end  -- nothing pushes to it inside a call
+  if ctx.no_idle and ctx.no_idle[script_type] then return false end  -- nothing offers inside a call
   local idle = IDLE .. script_type
   while true do
-    local rec = redis.call('RPOP', idle)
-    if not rec then
+    local pick = redis.call('HRANDFIELD', idle, 1, 'WITHVALUES')
+    if #pick == 0 then
       tab(ctx, 'no_idle')[script_type] = true
       return false
     end
-    local actor, held, ctl, lease, channel, sandbox =
-      string.match(rec, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n?([^\n]*)$')
-    if lease and redis.call('EXISTS', lease) == 1 then
-      redis.call('LPUSH', held, id)
+    local actor, o = pick[1], cjson.decode(pick[2])
+    if redis.call('EXISTS', o[4]) == 1 then
+      if o[1] > 1 then
+        o[1] = o[1] - 1
+        redis.call('HSET', idle, actor, cjson.encode(o))
+      else
+        redis.call('HDEL', idle, actor)
+      end
+      redis.call('LPUSH', o[2], id)
       set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
       local row = take(ctx, id, 'dispatched',
-        {actor = actor, ctl = ctl, lease = lease, sandbox = sandbox})
-      redis.call('PUBLISH', channel, cjson.encode(row))
+        {actor = actor, ctl = o[3], lease = o[4], sandbox = o[6]})
+      redis.call('PUBLISH', o[5], cjson.encode(row))
       return true
     end
+    redis.call('HDEL', idle, actor)
   end
 end
 
@@ -959,29 +969,48 @@ local function finish(ctx, held, who, r)
   return 1
 end
 
+-- How many of `count` a list actor may claim: its held list holds every job
+-- handed or claimed to it and not reported, `holding` says how many of
+-- those it has in hand, so the rest were handed off and are still on their
+-- way to it (or lost, until it adopts them). Its running jobs plus those
+-- must stay within its concurrency.
+local function room(held, count, holding)
+  if count <= 0 then return 0 end
+  local unseen = redis.call('LLEN', held) - holding
+  return unseen > 0 and math.max(count - unseen, 0) or count
+end
+
+-- The actor's free slots in the type's idle hash (see hand_off).
+local function offer(idle, held, who, channel, slots)
+  redis.call('HSET', idle, who.actor,
+    cjson.encode({slots, held, who.ctl, who.lease, channel, who.sandbox}))
+end
+
 -- One round trip per cycle for a busy actor: report what finished, promote
 -- due retries and parked outside ids, take what is next.
--- An actor that finds nothing while it has room leaves its record in the
--- type's idle list (see hand_off); every cycle first takes it out again.
--- KEYS: held, idle list, then the queues in pop order (stream mode: the one
+-- A list actor whose claim leaves it room offers the free slots in its
+-- type's idle hash (see hand_off); every cycle replaces or takes back the
+-- offer it had standing (nobody hands off inside the call), so no older
+-- offer outlives a cycle that claimed.
+-- KEYS: held, idle hash, then the queues in pop order (stream mode: the one
 --       work stream);
 -- ARGV: head, actor, ctl key, lease (presence key), count, consumer (stream
---       mode; "" for lists), reclaim idle ms (0: don't reclaim), idle record
---       ("": none), outside grace ms, n_results,
---       (id, status, output, error, log_path, stream entry)*,
---       then "off" from an actor running python jobs without a sandbox
+--       mode; "" for lists), reclaim idle ms (0: don't reclaim), handoff
+--       channel to offer free slots on ("": none), outside grace ms, sandbox
+--       ("off" from an actor running python jobs without one, else ""),
+--       holding (the jobs of its held list the actor has in hand, those
+--       reported now left out), n_results, (id, status, output, error, log_path,
+--       stream entry)*
 -- Returns the claimed rows and the ms until a parked id is due (0: none), so
 -- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
   local ctx = context(args)
-  local held, idle, record = keys[1], keys[2], args[H + 7]
-  local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3]}
-  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 9])
+  local held, idle, channel = keys[1], keys[2], args[H + 7]
+  local who = {actor = args[H + 1], ctl = args[H + 2], lease = args[H + 3], sandbox = args[H + 9]}
+  local count, idle_ms, n = tonumber(args[H + 4]), tonumber(args[H + 6]), tonumber(args[H + 11])
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
-  who.sandbox = args[H + 10 + n * 6]  -- "off" from an unconfined python actor
-  if record ~= '' then redis.call('LREM', idle, 0, record) end
   for i = 0, n - 1 do
-    local b = H + 10 + i * 6
+    local b = H + 12 + i * 6
     finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
       error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
@@ -998,8 +1027,13 @@ local function hero_cycle(keys, args)
   else
     local queues = {}
     for i = 3, #keys do queues[#queues + 1] = keys[i] end
+    count = room(held, count, tonumber(args[H + 10]))
     out = claim(ctx, held, who, count, queues, tonumber(args[H + 8]), {})
-    if record ~= '' and count > 0 and #out == 0 then redis.call('LPUSH', idle, record) end
+    if channel ~= '' and #out < count then
+      offer(idle, held, who, channel, count - #out)
+    else
+      redis.call('HDEL', idle, who.actor)
+    end
   end
   return {out, settle_due(ctx, not ctx.parked and first or nil)}
 end
