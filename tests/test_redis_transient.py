@@ -26,6 +26,7 @@ import redis
 
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.connection import RedisNotReady
 from gateway.supervisor.wire import Wire
 from tests.server_support import Rpc, Server, http_post, running_server
 
@@ -165,7 +166,9 @@ async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
     admin = redis.Redis(port=redis_server.port)
     admin.config_set("busy-reply-threshold", 50)
     spinner = redis.Redis(port=redis_server.port, socket_timeout=60)
+    wire = Wire(redis_server.url, "test-busy")
     try:
+        await wire.execute_command("PING")  # connected before Redis gets busy
         with running_server(redis_server.url, tmp_path / "serve.log") as gateway:
             async with Rpc.connect(gateway.ws) as rpc:
                 assert (await rpc.call("job.list", {}))["jobs"] == []
@@ -175,6 +178,12 @@ async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
                 assert answer["error"]["code"] == -32007, answer
                 answer = await rpc.request("job.get", {"job_id": "x"}, within=30)
                 assert answer["error"]["code"] == -32007, answer
+                # a batch refused by BUSY is answered element by element, not
+                # failed as a whole (some of its commands may have run)
+                refused = await wire.pipeline([("PING",), ("GET", "x")], errors_in_place=True)
+                assert [type(r) for r in refused] == [RedisNotReady, RedisNotReady]
+                with pytest.raises(RedisNotReady):
+                    await wire.pipeline([("PING",), ("GET", "x")])
                 admin.script_kill()
                 with contextlib.suppress(redis.ResponseError):
                     await spin
@@ -182,6 +191,7 @@ async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
             log = gateway.log()
         assert "rpc method failed" not in log
     finally:
+        await wire.aclose()
         admin.close()
         spinner.close()
         redis_server.stop()

@@ -203,9 +203,11 @@ class Wire:
     ) -> list[Any]:
         """Every command's reply in order, sent in one write. An error reply
         raises, the first one, once every reply is in (redis-py's rule), unless
-        ``errors_in_place``: then it stands in its place as a ``ResponseError``,
-        for a batch whose commands are answered one by one (a submission). A
-        lost connection raises either way."""
+        ``errors_in_place``: then it stands in its place (a ``ResponseError``,
+        or a ``RedisNotReady`` for a transient one such as BUSY, which may have
+        refused some commands of the pipeline and not others), for a batch
+        whose commands are answered one by one (a submission). A lost
+        connection raises either way."""
         link = self._link or await self._connect()
         futures = link.send(commands)
         replies: list[Any] = []
@@ -213,7 +215,7 @@ class Wire:
             for future in futures:  # answered in order: no gather needed
                 try:
                     replies.append(await future)
-                except ResponseError as exc:
+                except (ResponseError, RedisNotReady) as exc:
                     replies.append(exc)
         except BaseException:  # lost or cancelled: the rest is nobody's now
             for future in futures:
@@ -224,7 +226,7 @@ class Wire:
             raise
         if not errors_in_place:
             for reply in replies:
-                if isinstance(reply, ResponseError):
+                if isinstance(reply, ResponseError | RedisNotReady):
                     raise reply
         return replies
 
