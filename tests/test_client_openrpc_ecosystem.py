@@ -11,30 +11,17 @@ runs ``npm ci`` in tests/node once); skipped, saying so, where node is absent.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from pathlib import Path
 
 from gateway.actor import Actor
-from tests.node_support import NODE_DIR, node_or_skip
+from tests.node_support import node_report
 from tests.server_support import Server
 
 
 async def test_served_contract_passes_the_openrpc_tools(
     server: Server, python_actor: Actor, node_modules: Path
 ) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        node_or_skip(),
-        "openrpc_check.mjs",
-        server.ws,
-        cwd=NODE_DIR,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 90)
-    assert out, err.decode()
-    report = json.loads(out.decode().strip().splitlines()[-1])
-    assert "crash" not in report, report["crash"]
+    report = await node_report("openrpc_check.mjs", server.ws, within=90)
     assert report["valid"] is True, report["valid"]
     assert report["dereferenced"] is True
     assert report["paramsValid"] is True
@@ -42,4 +29,3 @@ async def test_served_contract_passes_the_openrpc_tools(
     assert report["result"]["status"] == "finished"
     assert report["result"]["output"] == "via open-rpc\n"
     assert report["error"]["code"] == -32001
-    assert proc.returncode == 0, err.decode()

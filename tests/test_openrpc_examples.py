@@ -10,7 +10,6 @@ committed lock into a cache folder outside the checkout, once per lock.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ from gateway import contract
 from gateway.actor import Actor
 from gateway.config import Config
 from tests.conftest import ROOT
-from tests.node_support import node_or_skip
+from tests.node_support import node_or_skip, node_report
 from tests.server_support import Server
 
 COVERAGE_DIR = ROOT / "tests" / "node_coverage"
@@ -64,19 +63,12 @@ def coverage_modules() -> Path:
 async def test_every_example_passes_the_openrpc_test_runner(
     server: Server, python_actor: Actor, coverage_modules: Path
 ) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        node_or_skip(),
+    report = await node_report(
         str(COVERAGE_DIR / "examples_check.cjs"),
         server.ws,
-        env={**os.environ, "NODE_PATH": str(coverage_modules)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        within=150,
+        env={"NODE_PATH": str(coverage_modules)},
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 150)
-    assert out, err.decode()
-    report = json.loads(out.decode().strip().splitlines()[-1])
-    assert "crash" not in report, report["crash"]
-    assert proc.returncode == 0, err.decode()
 
     every = [m["name"] for m in contract.document()["methods"]]
     assert report["methods"] == every
