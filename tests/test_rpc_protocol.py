@@ -596,10 +596,6 @@ def test_notification_encoding() -> None:
     assert "id" not in json.loads(text)
 
 
-def test_dispatcher_lists_its_methods() -> None:
-    assert Dispatcher(TABLE).method_names == frozenset(TABLE)
-
-
 # -- layering -------------------------------------------------------------------------------------
 
 

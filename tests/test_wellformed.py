@@ -69,10 +69,10 @@ def test_nesting_past_the_limit_is_invalid_params_and_a_pair_is_fine() -> None:
     assert isinstance(pair, Request) and pair.params == {"a": "\U0001f600"}
 
 
-def test_suspicious_never_misses_what_the_walk_finds() -> None:
-    assert not wellformed.suspicious(GOOD)
-    assert wellformed.suspicious(BAD_ID)
-    assert wellformed.suspicious("[" * (wellformed.MAX_DEPTH + 1))
+def test_the_shortcuts_never_miss_what_the_walk_finds() -> None:
+    assert not wellformed.may_hold_surrogates(GOOD) and not wellformed.may_be_deep(GOOD)
+    assert wellformed.may_hold_surrogates(BAD_ID)
+    assert wellformed.may_be_deep("[" * (wellformed.MAX_DEPTH + 1))
 
 
 def test_a_stored_lone_surrogate_still_goes_out_as_valid_utf8() -> None:

@@ -136,10 +136,11 @@ class Actor:
         handed over meanwhile before leaving."""
         while True:
             is_stopping = self._stopping.is_set()
-            if is_stopping and link.offering:  # no job is handed to a stopping actor
+            idle = not jobs.running and not jobs.done
+            if is_stopping and link.offering and not idle:  # no job for a stopping actor
                 with contextlib.suppress(*UNAVAILABLE):
                     await link.withdraw()
-            if is_stopping and not jobs.running and not jobs.done:
+            if is_stopping and idle:
                 with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
                     await link.withdraw()
                     jobs.launch(link.handed())  # handed over just before we withdrew

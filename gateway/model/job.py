@@ -138,7 +138,7 @@ class JobSpec:
             "timeout": str(self.timeout),
             "retries": str(self.retries),
             "concurrent": "false",
-            "env_vars": _compact(dict(self.env_vars)) if self.env_vars else "{}",
+            "env_vars": compact_json(dict(self.env_vars)) if self.env_vars else "{}",
             "queue": queue,
         }
         if self.stream:
@@ -148,7 +148,7 @@ class JobSpec:
 
 #: JSON as the hash keeps it (no spaces); one encoder, since ``json.dumps``
 #: with options builds a new one on every call.
-_compact = json.JSONEncoder(separators=(",", ":")).encode
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _invalid(found: list[dict[str, str]]) -> InvalidJob:

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any, Generic, NewType, TypeVar, cast
 
 from gateway.config import Config
-from gateway.model.job import JobSpec
+from gateway.model.job import JobSpec, compact_json
 
 #: A Function's reply as Redis sent it; only this module's decoders look inside.
 Reply = NewType("Reply", object)
@@ -127,16 +127,12 @@ def _transition(row: Sequence[Any]) -> Transition:
     return Transition(Verdict.DONE, kind, (rest or [""])[0] or None)
 
 
-#: One JSON encoder for every submit (``json.dumps`` builds one per call).
-_encode = json.JSONEncoder().encode
-
-
 def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[Transition]]:
     """Create (and ``start``) each job, given with the queue it goes to."""
     args: list[Arg] = ["1" if start else "0"]
     for job, queue in jobs:
-        prerequisites = _encode(list(job.prerequisites)) if job.prerequisites else "[]"
-        args += [job.job_id, prerequisites, _encode(job.hash_fields(queue))]
+        prerequisites = compact_json(list(job.prerequisites)) if job.prerequisites else "[]"
+        args += [job.job_id, prerequisites, compact_json(job.hash_fields(queue))]
     return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
 
 

@@ -73,10 +73,6 @@ class Dispatcher:
         self._registered = {name: self._register(name, h) for name, h in self._methods.items()}
 
     @property
-    def method_names(self) -> frozenset[str]:
-        return frozenset(self._methods)
-
-    @property
     def registered(self) -> dict[str, jsonrpc.Method]:
         """The methods as registered with jsonrpcserver: each takes the call's
         ``CallContext`` then the params (by name, or by position when the

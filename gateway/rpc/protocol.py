@@ -56,8 +56,8 @@ def parse_frame(data: str | bytes) -> Frame:
         value = _DECODE(text)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
-    check = wellformed.suspicious(text)
-    unicode = check and wellformed.may_hold_surrogates(text)
+    unicode = wellformed.may_hold_surrogates(text)
+    check = unicode or wellformed.may_be_deep(text)
     if isinstance(value, list):
         if not value:
             return Frame((_invalid(None, "an empty batch is not a request"),), batch=False)

@@ -9,7 +9,7 @@ nested hundreds deep parses fine but exhausts the recursion of the schema
 check and of the supervisor's encoder later, which would be a -32603.
 
 The walk is iterative (a deep value cannot make it recurse), and
-``suspicious`` lets the parser skip it for the usual frame, which has no
+``may_hold_surrogates`` and ``may_be_deep`` let the parser skip it for the usual frame, which has no
 ``\\u`` escape and too few brackets to be deep.
 """
 
@@ -28,10 +28,10 @@ INVALID_KEY = "has a member name that is not valid Unicode (a lone surrogate)"
 TOO_DEEP = f"is nested deeper than {MAX_DEPTH} levels"
 
 
-def suspicious(text: str) -> bool:
-    """Whether ``text`` could hold a lone surrogate or a value nested past MAX_DEPTH.
-    False means the walk cannot find anything (an over-approximation, never under)."""
-    return may_hold_surrogates(text) or text.count("[") + text.count("{") > MAX_DEPTH
+def may_be_deep(text: str) -> bool:
+    """Whether ``text`` could hold a value nested past MAX_DEPTH (False: it cannot;
+    with ``may_hold_surrogates`` false too, the walk can find nothing)."""
+    return text.count("[") + text.count("{") > MAX_DEPTH
 
 
 def may_hold_surrogates(text: str) -> bool:

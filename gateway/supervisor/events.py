@@ -43,7 +43,7 @@ from typing import Any
 from gateway.model import Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
-from gateway.supervisor.replies import StreamEntry, pairs
+from gateway.supervisor.replies import StreamEntry, entries
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.events")
@@ -72,7 +72,7 @@ async def read_after(
     reply: Any = await wire.execute_command(
         "XREAD", "COUNT", count, *block, "STREAMS", *after, *after.values()
     )
-    return {name: [(i, pairs(flat)) for i, flat in entries] for name, entries in reply or []}
+    return {name: entries(raw) for name, raw in reply or []}
 
 
 def decoded(batch: list[StreamEntry]) -> list[Event]:

@@ -78,8 +78,7 @@ async def call(client: Commands, config: Config, fcall: Call[R]) -> R:
     except ResponseError as exc:
         if not lost_library(exc):
             raise
-        if not await load(client):  # an actor's user: like Redis away until a gateway loads it
-            raise RedisConnectionError("the Functions are not loaded yet") from None
+        await reload(client)
         reply = await client.execute_command(*command)
     return fcall.decode(Reply(reply))
 
@@ -93,7 +92,7 @@ async def pipeline(wire: Commands, config: Config, calls: Sequence[Call[R]]) -> 
     replies = await wire.pipeline(commands, errors_in_place=True)
     lost = [i for i, r in enumerate(replies) if lost_library(r)]
     if lost:
-        await load(wire)
+        await reload(wire)
         again = await wire.pipeline([commands[i] for i in lost], errors_in_place=True)
         for i, reply in zip(lost, again, strict=True):
             replies[i] = reply
@@ -101,6 +100,13 @@ async def pipeline(wire: Commands, config: Config, calls: Sequence[Call[R]]) -> 
         r if isinstance(r, Exception) else c.decode(Reply(r))
         for c, r in zip(calls, replies, strict=True)
     ]
+
+
+async def reload(client: Commands) -> None:
+    """After a call found the library missing: load it, or, for a user that may
+    not (an actor's), fail like a Redis that is away until a gateway loads it."""
+    if not await load(client):
+        raise RedisConnectionError("the Functions are not loaded yet")
 
 
 def lost_library(reply: Any) -> bool:

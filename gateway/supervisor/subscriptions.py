@@ -12,7 +12,6 @@ subscription hands out events in strictly increasing stream order, each once.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import uuid
 from collections.abc import AsyncIterator, Collection
 
@@ -101,7 +100,6 @@ class Subscriptions:
         self._client = client
         self._maxsize = maxsize
         self._subs: dict[str, Subscription] = {}
-        self._ids = itertools.count()
 
         # who may want an event: by job id, by script type, or every event;
         # an event is matched against those few, not against every subscription

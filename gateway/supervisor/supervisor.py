@@ -68,6 +68,10 @@ class Supervisor:
         self._reader.add_listener(self.waits.on_events, wants=self._anyone_waits)
         self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
+        #: The submits and the starts issued in one turn of the event loop (the
+        #: elements of a JSON-RPC batch) leave together: see ``batching``.
+        self._submits: Merger[tuple[JobSpec, bool]] = Merger(self._submit_jobs)
+        self._starts: Merger[str] = Merger(self._start_many)
         self.watching = False
 
     @classmethod
@@ -126,14 +130,8 @@ class Supervisor:
             return spec
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
-    #: The submits issued in one turn of the event loop (the elements of a
-    #: JSON-RPC batch) become one Function call: see ``batching``.
-    _submits: Merger[tuple[JobSpec, bool]] | None = None
-
     async def _submit(self, spec: JobSpec, start: bool) -> Transition:
         """``hero_submit``'s reply, merged with the submits issued alongside it."""
-        if self._submits is None:
-            self._submits = Merger(self._submit_jobs)
         return submission.accepted(spec, await self._submits.submit((spec, start)))
 
     async def _submit_jobs(
@@ -169,18 +167,12 @@ class Supervisor:
         reply = await self._submit(job, start=False)
         return {"job_id": job.job_id, "status": reply.status}
 
-    #: The starts issued in one turn of the loop leave as one pipeline of
-    #: ``hero_start`` calls (one wire write, replies matched in order).
-    _starts: Merger[str] | None = None
-
     async def _start_many(self, job_ids: Sequence[str]) -> list[Transition | Exception]:
         calls = [functions.start(job_id) for job_id in job_ids]
         return await library.pipeline(self.wire, self.config, calls)
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:
-        if self._starts is None:
-            self._starts = Merger(self._start_many)
         reply: Transition = await self._starts.submit(job_id)
         if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
