@@ -59,10 +59,13 @@ async def events_of(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
     return [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
 
 
-async def blocked_in(rds: aioredis.Redis, command: str) -> bool:
-    """For ``eventually``: a client of the server is blocked in ``command`` (CLIENT LIST)."""
+async def blocked_in(rds: aioredis.Redis, command: str, name: str | None = None) -> bool:
+    """For ``eventually``: a client of the server (the one named ``name``, when
+    given) is blocked in ``command`` (CLIENT LIST: its last command, and it waits)."""
     clients: list[dict[str, Any]] = await rds.client_list()
-    return any(c["cmd"] == command for c in clients)
+    return any(
+        c["cmd"] == command and "b" in c["flags"] and name in (None, c["name"]) for c in clients
+    )
 
 
 async def started(sup: Supervisor, job_id: str) -> bool:

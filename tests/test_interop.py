@@ -373,7 +373,9 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
 
     actors(ours)
     sup = await Supervisor.connect(compat)
-    client = aioredis.Redis.from_url(compat.redis, decode_responses=True)
+    client = aioredis.Redis.from_url(
+        compat.redis, decode_responses=True, client_name="legacy-actor"
+    )
 
     async def outside() -> None:
         """Pops first, waits until ours runs (or ended) the job, then ends it."""
@@ -392,7 +394,8 @@ async def test_compat_the_first_end_of_a_job_run_twice_is_its_end(
     try:
         await eventually(lambda: _present(sup))
         legacy = asyncio.create_task(outside())
-        await eventually(lambda: blocked_in(rds, "blpop"))
+        # its BLPOP, not our actor's own (for stop requests)
+        await eventually(lambda: blocked_in(rds, "blpop", name="legacy-actor"))
         waiter = asyncio.create_task(sup.run(job("twice", job_id="t1"), wait=10))
         if outside_first:
             await legacy

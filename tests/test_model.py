@@ -26,7 +26,7 @@ from gateway.model import Event, StreamId, UnknownFields
 from gateway.model.event import COMMON_FIELDS, ENTRY_FIELDS, OPTIONAL_FIELDS
 from gateway.model.library import CLAIM_FIELDS
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import job
+from tests.helpers import eventually, job, started
 
 ROOT = Path(__file__).resolve().parent.parent
 LUA = (ROOT / "gateway" / "supervisor" / "lua" / "hero.lua").read_text()
@@ -137,10 +137,7 @@ async def test_a_jobs_life_decodes_strictly_entry_by_entry(
         failed = await sup.run(job("fail", script_type="osis", retries=1), wait=20)
         hanging = await sup.create(job("hang", script_type="osis"))
         await sup.start(hanging["job_id"])
-        for _ in range(200):
-            if (await sup.status(hanging["job_id"]))["status"] == "started":
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: started(sup, hanging["job_id"]))  # stopped while it runs
         await sup.stop(hanging["job_id"])
     finally:
         actor.stop()

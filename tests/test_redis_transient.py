@@ -115,7 +115,17 @@ async def test_loading_is_answered_minus_32007_and_waits_survive(
             listed = await rpc_until_ok(rpc, "job.get", {"job_id": "queued"})
             assert listed["id"] == "queued"
             assert not waiting.done()  # still waiting, not failed
-            waiting.cancel()
+            # ended as an outside actor ends a job: the wait that outlived the
+            # reload answers with that end
+            ender = redis.Redis(port=redis_server.port, decode_responses=True)
+            try:
+                ender.hset("hero:job:queued", mapping={"status": "finished", "output": "late"})
+                ender.lpush("hero:q:reply:queued", "late")
+            finally:
+                ender.close()
+            answer = await asyncio.wait_for(waiting, 30)
+            assert answer["result"]["status"] == "finished", answer
+            assert answer["result"]["output"] == "late"
         log = gateway.log()
     assert "wait sweep failed" not in log
     assert "TypeError" not in log

@@ -98,7 +98,7 @@ async def test_a_lost_connection_fails_the_calls_in_flight_and_the_next_call_rec
     wire: Wire, rds: aioredis.Redis
 ) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await eventually(lambda: blocked_in(rds, "blpop"))
+    await eventually(lambda: blocked_in(rds, "blpop", name="hero-gateway/test-wire"))
     await rds.client_kill_filter(_id=await wire_client_id(rds, "test-wire"))
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 5)
@@ -109,7 +109,7 @@ async def test_aclose_ends_a_blocked_read_at_once_and_later_calls_fail(
     wire: Wire, rds: aioredis.Redis
 ) -> None:
     blocked = asyncio.create_task(wire.execute_command("BLPOP", "wi-nothing", 30))
-    await eventually(lambda: blocked_in(rds, "blpop"))
+    await eventually(lambda: blocked_in(rds, "blpop", name="hero-gateway/test-wire"))
     await asyncio.wait_for(wire.aclose(), 2)
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 2)
@@ -229,7 +229,9 @@ async def test_an_empty_pipeline_is_answered_empty_and_leaves_the_wire_usable(wi
     assert list(after) == ["PONG", ["PONG"]]
 
 
-async def test_aclose_while_connecting_fails_the_call_in_flight(redis_url: str) -> None:
+async def test_aclose_while_connecting_fails_the_call_in_flight(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
     """Closed while its first call is still connecting (an actor stopped as it
     starts): the link made meanwhile is closed before its reader task ever
     ran, and the call still fails at once instead of waiting forever."""
@@ -241,6 +243,12 @@ async def test_aclose_while_connecting_fails_the_call_in_flight(redis_url: str) 
     with pytest.raises(RedisConnectionError):
         await asyncio.wait_for(blocked, 2)
     assert time.monotonic() - started < 1
+
+    async def closed() -> bool:  # the link made meanwhile too, not only the call
+        clients: list[dict[str, Any]] = await rds.client_list()
+        return all(c["name"] != "hero-gateway/test-wire-early" for c in clients)
+
+    await eventually(closed, within=5)
 
 
 async def test_a_command_that_cannot_be_packed_leaves_the_replies_in_step(
