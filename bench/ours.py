@@ -88,8 +88,9 @@ def worker_pids(pids: list[int]) -> list[int]:
 
 
 def py_spy_record(out: Path, argv: list[str]) -> list[str]:
-    from peers_venv import PEERS_BIN
+    from peers_venv import PEERS_BIN, ensure_peers_venv
 
+    ensure_peers_venv()  # py-spy lives there; --targets alone never made it
     out.parent.mkdir(parents=True, exist_ok=True)
     return [
         str(PEERS_BIN / "py-spy"),
