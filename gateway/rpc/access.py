@@ -1,7 +1,7 @@
 """Who may do what: each method's scope, declared once, enforced once.
 
 Every method of the contract carries an ``x-scope`` (``openrpc/openrpc.json``);
-the dispatcher asks ``Access.admit`` before any handler runs, so a handler
+the dispatcher asks ``Access`` before any handler runs, so a handler
 cannot forget a check and a method without a scope cannot be served
 (``Dispatcher`` refuses to bind it).
 
@@ -28,7 +28,7 @@ sees and touches every job.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from gateway import contract
 from gateway.errors import Forbidden, JobNotFound, Unauthenticated
@@ -83,14 +83,12 @@ class Access:
             raise Forbidden("This method needs an admin key")
         return who
 
-    async def admit(
-        self, scope: str, who: Identity | None, params: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The checked params as ``who`` (from ``enter``) may use them: a user's
-        ``owner`` call reaches only that user's jobs."""
-        if who is not None and who.scope == "user" and scope == "owner":
-            return await self._own(who, params)
-        return params
+    @staticmethod
+    def restricts(who: Identity | None, scope: str) -> TypeGuard[Identity]:
+        """Whether ``who`` (from ``enter``) may use a call's checked params only
+        as ``admit`` narrows them: a user's ``owner`` call reaches only that
+        user's jobs. Asked first, so an unrestricted call awaits nothing."""
+        return who is not None and who.scope == "user" and scope == "owner"
 
     def identity(self, ctx: CallContext) -> Identity:
         """The caller, or Unauthenticated. An anonymous identity on a server that
@@ -100,8 +98,9 @@ class Access:
             raise Unauthenticated("Authenticate first: Authorization header or auth.login")
         return who
 
-    async def _own(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
-        """A user's params for an ``owner`` method: its jobs only."""
+    async def admit(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
+        """A user's checked params for an ``owner`` method (see ``restricts``):
+        its jobs only."""
         mine = who.caller_id
         wanted = params.get("caller_id")
         if wanted is not None and wanted != mine:

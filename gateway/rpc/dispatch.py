@@ -100,45 +100,48 @@ class Dispatcher:
         ]
 
     def _register(self, name: str, handler: Handler) -> jsonrpc.Method:
-        """``handler`` as a jsonrpcserver method. It never raises (a raise would
-        reach jsonrpcserver, which puts ``str(exc)`` in the response), and the
-        context is positional-only so a param may be called ``ctx`` too: any
-        params bind, so jsonrpcserver's own params check (a signature bind)
-        always passes and the contract's is the one that answers. The
-        signature is computed once and kept on the function
-        (``jsonrpc.bind_any``): jsonrpcserver asks for it on every call."""
+        """``handler`` as a jsonrpcserver method: access, then params, then the
+        handler (-32004/-32005 come before -32602); its outcome as a result.
+
+        It never raises (a raise would reach jsonrpcserver, which puts
+        ``str(exc)`` in the response), and the context is positional-only so a
+        param may be called ``ctx`` too: any params bind, so jsonrpcserver's
+        own params check (a signature bind) always passes and the contract's
+        is the one that answers. The signature is computed once and kept on
+        the function (``jsonrpc.bind_any``): jsonrpcserver asks for it on
+        every call. The method's scope and params check are looked up here,
+        once, not per call."""
+        scope = self._scopes[name]
+        params_check = self._params[name].check
+        access = self._access
+        observe = self._observe
 
         async def method(ctx: CallContext, /, *args: Any, **kwargs: Any) -> jsonrpc.Result:
             started = time.perf_counter()
-            result, code = await self._answer(name, handler, list(args) if args else kwargs, ctx)
-            if self._observe is not None:
-                self._observe(name, time.perf_counter() - started, code)
+            code: int | None = None
+            try:
+                who = access.enter(scope, ctx)
+                checked = params_check(list(args) if args else kwargs)
+                if access.restricts(who, scope):
+                    checked = await access.admit(who, checked)
+                value = await handler(checked, ctx)
+                self._check_result(name, value)
+                result = jsonrpc.Success(value)
+            except HeroError as exc:
+                code = exc.code
+                result = jsonrpc.failure(code, exc.message, exc.data)
+            except jsonrpc.JsonRpcError as exc:
+                code = exc.code
+                result = jsonrpc.failure(code, exc.message, _data(exc))
+            except Exception:
+                log.exception("rpc method failed", extra={"method": name})
+                code = codes.INTERNAL_ERROR
+                result = jsonrpc.failure(code, codes.INTERNAL_ERROR_MESSAGE)
+            if observe is not None:
+                observe(name, time.perf_counter() - started, code)
             return result
 
         return jsonrpc.bind_any(method)
-
-    async def _answer(
-        self, name: str, handler: Handler, params: Any, ctx: CallContext
-    ) -> tuple[jsonrpc.Result, int | None]:
-        """Access, then params, then the handler: its outcome as a result, and
-        its error code (None: success)."""
-        try:
-            scope = self._scopes[name]
-            who = self._access.enter(scope, ctx)
-            checked = self._params[name].check(params)
-            checked = await self._access.admit(scope, who, checked)
-            result = await handler(checked, ctx)
-            self._check_result(name, result)
-        except HeroError as exc:
-            return jsonrpc.failure(exc.code, exc.message, exc.data), exc.code
-        except jsonrpc.JsonRpcError as exc:
-            data = None if exc.data is jsonrpc.NODATA else exc.data
-            return jsonrpc.failure(exc.code, exc.message, data), exc.code
-        except Exception:
-            log.exception("rpc method failed", extra={"method": name})
-            internal = jsonrpc.failure(codes.INTERNAL_ERROR, codes.INTERNAL_ERROR_MESSAGE)
-            return internal, codes.INTERNAL_ERROR
-        return jsonrpc.Success(result), None
 
     def _check_result(self, method: str, result: Any) -> None:
         validator = self._results.get(method)
@@ -148,3 +151,7 @@ class Dispatcher:
         if found:
             log.error("rpc result breaks the contract", extra={"method": method, "problems": found})
             raise HeroError()
+
+
+def _data(exc: jsonrpc.JsonRpcError) -> Any:
+    return None if exc.data is jsonrpc.NODATA else exc.data

@@ -55,11 +55,12 @@ from jsonrpcserver.codes import (  # noqa: E402
     ERROR_PARSE_ERROR,
     ERROR_SERVER_ERROR,
 )
-from jsonrpcserver.dispatcher import create_request, to_response  # noqa: E402
+from jsonrpcserver.dispatcher import to_response  # noqa: E402
 from jsonrpcserver.exceptions import JsonRpcError  # noqa: E402
 from jsonrpcserver.methods import Method  # noqa: E402
-from jsonrpcserver.response import to_serializable_one  # noqa: E402
-from jsonrpcserver.sentinels import NODATA  # noqa: E402
+from jsonrpcserver.request import Request as _TheirRequest  # noqa: E402
+from jsonrpcserver.sentinels import NODATA, NOID  # noqa: E402
+from oslash.either import Left  # type: ignore[import-untyped]  # noqa: E402
 
 from gateway.errors import HeroError  # noqa: E402
 from gateway.rpc import messages  # noqa: E402
@@ -75,56 +76,64 @@ async def route(request: Request, methods: dict[str, Method], context: Any) -> R
     """jsonrpcserver's answer to one parsed Request (None for a notification).
 
     The Request goes to jsonrpcserver's own per-request step
-    (``dispatch_request``: method lookup, its params bind, the call, the
-    conversion of what the method returned), not through its entry point,
-    which would parse and validate an envelope checked already and gather a
-    task even for one request: a lone call runs in its caller's task.
-    Should jsonrpcserver fail itself, the request is answered a bare -32603.
+    (``dispatch_request``: method lookup, its params bind, the call), and its
+    ``to_response`` builds the response from what the method returned; not
+    through its entry point, which would parse and validate an envelope
+    checked already and gather a task even for one request: a lone call runs
+    in its caller's task. Its Request is built here as its ``create_request``
+    builds it, and its response read as it stands, without the dict its
+    ``to_serializable_one`` would make on the way. Should jsonrpcserver fail
+    itself, the request is answered a bare -32603.
 
     ``methods`` must be a dict of methods that never raise (see ``Dispatcher``);
     ``context`` is passed to each as its first argument.
     """
-    theirs = create_request(_element(request))
+    params = [] if request.params is None else request.params
+    theirs = _TheirRequest(request.method, params, NOID if request.notification else request.id)
     try:
         _, result = await dispatch_request(methods, context, theirs)
-        wire = None if request.notification else to_serializable_one(to_response(theirs, result))
+        if request.notification:
+            return None
+        response = to_response(theirs, result)
     except Exception:
         log.exception("jsonrpcserver failed", extra={"method": request.method})
-        wire = {"error": {"code": ERROR_INTERNAL_ERROR, "message": "", "data": None}}
-    return None if request.notification else _ours(request, wire)
+        return None if request.notification else _internal(request)
+    return _ours(request, response)
 
 
 async def route_many(
     requests: Sequence[Request], methods: dict[str, Method], context: Any
 ) -> list[Response | None]:
     """``route`` for each of a frame's Requests, in order; several run
-    concurrently (a task each), one runs in the caller's task."""
+    concurrently (a task each), one runs in the caller's task. The tasks are
+    awaited in order rather than gathered: they end in the order they were
+    answered, so this task wakes once, and no callback runs per task."""
     if len(requests) == 1:
         return [await route(requests[0], methods, context)]
-    return list(await asyncio.gather(*(route(r, methods, context) for r in requests)))
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(route(r, methods, context)) for r in requests]
+    try:
+        return [await task for task in tasks]
+    finally:
+        for task in tasks:  # cancelled (the connection went): so are the calls
+            task.cancel()
 
 
-def _element(request: Request) -> dict[str, Any]:
-    """The parsed Request as the object jsonrpcserver builds its own from."""
-    element: dict[str, Any] = {"jsonrpc": "2.0", "method": request.method}
-    if request.params is not None:
-        element["params"] = request.params
-    if not request.notification:
-        element["id"] = request.id
-    return element
-
-
-def _ours(request: Request, wire: Any) -> Response:
-    """Its serialisable response as ours, with nothing internal left in it."""
-    if "result" in wire:
-        return messages.Success(request.id, wire["result"])
-    error = wire["error"]
-    code = error["code"]
+def _ours(request: Request, response: Any) -> Response:
+    """Its response as ours, with nothing internal left in it."""
+    if not isinstance(response, Left):
+        return messages.Success(request.id, response._value.result)
+    error = response._error
+    code = error.code
     if code == ERROR_METHOD_NOT_FOUND:
-        return Failure(request.id, code, error["message"], {"method": request.method})
+        return Failure(request.id, code, error.message, {"method": request.method})
     if code in _LEAKY:
-        return Failure(request.id, ERROR_INTERNAL_ERROR, HeroError.default_message)
-    return Failure(request.id, code, error["message"], error.get("data"))
+        return _internal(request)
+    return Failure(request.id, code, error.message, None if error.data is NODATA else error.data)
+
+
+def _internal(request: Request) -> Failure:
+    return Failure(request.id, ERROR_INTERNAL_ERROR, HeroError.default_message)
 
 
 def bind_any(method: Method) -> Method:
