@@ -14,6 +14,7 @@ from gateway.actor.livelog import LiveLog
 from gateway.config import Config
 from gateway.metrics import Metrics
 from gateway.model import Event
+from gateway.model.event import COMMON_FIELDS
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job, samples
@@ -155,15 +156,27 @@ def test_log_and_progress_entries_fit_the_contracts_event() -> None:
 
 
 async def test_log_and_progress_events_are_no_transitions_in_the_metrics(sup: Supervisor) -> None:
+    """Entries as Redis sends them: fields in ``emit``'s order (read where it
+    writes them) and in another order (read from their dict) count alike."""
     metrics = Metrics(sup)
     base = {"job_id": "j", "status": "started", "script_type": "python"}
+    emitted = {name: "" for name in COMMON_FIELDS}
+
+    def flat(fields: dict[str, str]) -> list[str]:
+        return [text for pair in fields.items() for text in pair]
+
     metrics.on_events(
         [
-            ("1-0", {"event": "started", **base}),
-            ("1-1", {"event": "log", "lines": "x", **base}),
-            ("1-2", {"event": "progress", "progress": "0.5", **base}),
+            ["1-0", flat({"event": "started", **base})],
+            ["1-1", flat({"event": "log", "lines": "x", **base})],
+            ["1-2", flat({"event": "progress", "progress": "0.5", **base})],
+            ["1-3", flat({**emitted, **base, "event": "started"})],
+            ["1-4", flat({**emitted, **base, "event": "log", "lines": "y"})],
+            ["1-5", flat({"event": "started"})],
         ]
     )
     found = samples(await metrics.render())
     started = ("hero_job_transitions_total", (("script_type", "python"), ("status", "started")))
-    assert found[started] == 1
+    assert found[started] == 2
+    unnamed = ("hero_job_transitions_total", (("script_type", ""), ("status", "")))
+    assert found[unnamed] == 1

@@ -27,7 +27,9 @@ batches interest nobody: a waiter cares only for its own job, and with no
 waiter and no subscription nobody needs a decoded event at all. So each
 listener says whether it ``wants`` events now, and a batch is decoded only
 for the listeners that do; a raw listener (the metrics' transition counter)
-is handed the entries as read (id, fields) and takes only the fields it needs.
+is handed the entries as Redis sent them (no dict of fields made) and takes
+only the fields it needs. Entries of ``keys.ENDED`` are decoded only when
+``on_ended`` wants them.
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ from typing import Any
 from gateway.model import Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE
-from gateway.supervisor.replies import StreamEntry, entries
+from gateway.supervisor.replies import RawEntry, pairs
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.events")
 
 Listener = Callable[[list[Event]], None]
-#: Called with the entries as read: (entry id, fields).
-RawListener = Callable[[list[StreamEntry]], None]
+#: Called with the entries as read: [entry id, [name, value, ...]].
+RawListener = Callable[[list[RawEntry]], None]
 
 #: Seconds the listeners' events may lag while only waiters are served.
 LINGER = 0.01
@@ -63,20 +65,20 @@ async def last_id(wire: Wire) -> str:
 
 async def read_after(
     wire: Wire, after: dict[str, str], *, block_ms: int | None, count: int
-) -> dict[str, list[StreamEntry]]:
-    """Entries after the given id of each stream, waiting up to ``block_ms``
-    for one (``None``: not at all). RESP2 gives an entry's fields as one flat
-    list (name, value, ...); an entry of ``keys.ENDED`` has the terminal
-    fields only (``Event.from_entry`` leaves the rest empty)."""
+) -> dict[str, list[RawEntry]]:
+    """Entries after the given id of each stream, as read, waiting up to
+    ``block_ms`` for one (``None``: not at all). RESP2 gives an entry's fields
+    as one flat list (name, value, ...); an entry of ``keys.ENDED`` has the
+    terminal fields only (``Event.from_entry`` leaves the rest empty)."""
     block = () if block_ms is None else ("BLOCK", max(block_ms, 1))
     reply: Any = await wire.execute_command(
         "XREAD", "COUNT", count, *block, "STREAMS", *after, *after.values()
     )
-    return {name: entries(raw) for name, raw in reply or []}
+    return {name: raw for name, raw in reply or []}
 
 
-def decoded(batch: list[StreamEntry]) -> list[Event]:
-    return [Event.from_entry(entry_id, fields) for entry_id, fields in batch]
+def decoded(batch: list[RawEntry]) -> list[Event]:
+    return [Event.from_entry(entry_id, pairs(fields)) for entry_id, fields in batch]
 
 
 def _always() -> bool:
@@ -202,13 +204,13 @@ class EventReader:
         """Entries of keys.ENDED up to the events position were delivered already."""
         return max(self._ended_position, self.position, key=StreamId.parse)
 
-    def _ended(self, batch: list[StreamEntry]) -> None:
+    def _ended(self, batch: list[RawEntry]) -> None:
         if batch and self._on_ended is not None:
             self._ended_position = batch[-1][0]
             if self._ended_wanted():
                 self._call(self._on_ended, decoded(batch))
 
-    def _deliver(self, batch: list[StreamEntry]) -> None:
+    def _deliver(self, batch: list[RawEntry]) -> None:
         if not batch:
             return
         self.position = batch[-1][0]

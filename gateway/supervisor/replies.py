@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 StreamEntry = tuple[str, dict[str, str]]
+#: A stream entry as Redis sends it: ``[entry id, [name1, value1, ...]]``
+#: (``pairs`` makes a dict of its fields).
+RawEntry = list[Any]
 
 
 def pairs(flat: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
-from gateway.supervisor.replies import StreamEntry, pairs
+from gateway.supervisor.replies import RawEntry, pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -372,9 +372,10 @@ class Supervisor:
         counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
-    def add_event_listener(self, listener: Callable[[list[StreamEntry]], None]) -> None:
+    def add_event_listener(self, listener: Callable[[list[RawEntry]], None]) -> None:
         """Be called with every batch the shared events reader sees (metrics,
-        audit), as read: (entry id, fields); ``Event.from_entry`` decodes one."""
+        audit), as read: [entry id, [name, value, ...]]; ``replies.pairs`` and
+        ``Event.from_entry`` decode one."""
         self._reader.add_raw_listener(listener)
 
     @guarded
