@@ -165,10 +165,10 @@ def first(reply: Reply) -> object:
 
 GOOD = """
 from gateway.model import library
-from gateway.model.library import Reply, Transition
+from gateway.model.library import Refused, Reply, Transition
 
-def decoded(reply: Reply) -> Transition:
-    return library.start("j").decode(reply)
+def decoded(reply: Reply) -> list[Transition | Refused]:
+    return library.start_many(["j"]).decode(reply)
 """
 
 

@@ -713,9 +713,20 @@ local function hero_submit_many(_, args)
   return out
 end
 
--- ARGV: head, job_id
-local function hero_start(_, args)
-  return start(context(args), args[H + 1])
+-- Start many created jobs in one call (the job.starts of a JSON-RPC batch):
+-- each answered as a start of its own would be, in order. A job whose start
+-- Redis refuses (a command inside it failed) answers {'failed', message}
+-- and the others go on, as if each had been a call of its own.
+-- ARGV: head, job_id, ...
+local function hero_start_many(_, args)
+  local ctx = context(args)
+  local out = {}
+  for i = H + 1, #args do
+    local ok, r = pcall(start, ctx, args[i])
+    if not ok then r = {'failed', type(r) == 'table' and r.err or tostring(r)} end
+    out[#out + 1] = r
+  end
+  return out
 end
 
 -- Jobs from producers we did not write ----------------------------------------
@@ -1340,7 +1351,7 @@ redis.register_function('hero_reconcile', wrap(hero_reconcile))
 redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
 redis.register_function('hero_submit', wrap(hero_submit))
 redis.register_function('hero_submit_many', wrap(hero_submit_many))
-redis.register_function('hero_start', wrap(hero_start))
+redis.register_function('hero_start_many', wrap(hero_start_many))
 redis.register_function('hero_cycle', wrap(hero_cycle))
 redis.register_function('hero_stream_touch', wrap(hero_stream_touch))
 redis.register_function('hero_stream_leave', wrap(hero_stream_leave))
