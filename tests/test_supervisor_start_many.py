@@ -49,7 +49,8 @@ async def test_one_call_answers_each_start_alone_and_one_bad_job_fails_only_itse
     assert isinstance(again, InvalidState) and again.data["status"] == "dispatched"
     [fcall] = [c for c in commands if c.startswith("FCALL")]
     assert fcall.startswith("FCALL hero_start_many 0 ")
-    assert await rds.lrange(queue, 0, -1) == ["s2", "s1"]
+    assert await rds.lrange(queue, 0, -1) == ["s2", "s1"]  # as two LPUSHes would leave it
+    assert [c for c in commands if c.startswith("LPUSH")] == [f"LPUSH {queue} s1 s2"]
     for job_id in ("s1", "s2"):
         kinds = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == job_id]
         assert kinds == ["created", "dispatched"]

@@ -116,6 +116,7 @@ local function context(args)
     -- open: script type -> the offer this call hands jobs to (see hand_off);
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
+    -- pushes, pushed: work queue -> the ids this call queued there, in order;
     -- moves, moved: job id -> {status before the call, status now}, in order;
     -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order.
   }
@@ -213,10 +214,17 @@ end
 
 local close_offers  -- (defined with hand_off)
 
+-- The ids a call queued, one LPUSH per work queue (see dispatch).
+local function close_pushes(ctx)
+  for _, q in ipairs(ctx.pushed) do batched('LPUSH', q, ctx.pushes[q], 1000) end
+  ctx.pushes, ctx.pushed = nil, nil
+end
+
 local function flush(ctx)
   if not ctx.dirty then return end
   ctx.dirty = false
   if ctx.open then close_offers(ctx) end
+  if ctx.pushed then close_pushes(ctx) end
   if ctx.unwritten then
     for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
     ctx.unwritten = nil
@@ -540,8 +548,10 @@ local function dispatch(ctx, id, old, route, rec)
       redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
     end
     redis.call('HSET', JOB .. id, 'entry', redis.call('XADD', f[1], '*', 'job_id', id))
-  else
-    redis.call('LPUSH', f[1], id)
+  else  -- written with the call's other ids for this queue (close_pushes)
+    local ids = bucket(tab(ctx, 'pushes'), tab(ctx, 'pushed'), f[1])
+    ids[#ids + 1] = id
+    ctx.dirty = true
   end
   local woken = tab(ctx, 'woken')
   if not woken[f[1]] then
@@ -1127,8 +1137,10 @@ local function hero_cycle(keys, args)
     settle(ctx, 100)
     first = nil
   end
-  -- what was handed off above is in its held list and offer before the claim
+  -- what was handed off or queued above is in its held list, offer and
+  -- queue before the claim reads them
   if ctx.open then close_offers(ctx) end
+  if ctx.pushed then close_pushes(ctx) end
   local out
   if who.consumer then
     out = claim_stream(ctx, who.stream, who, count, idle_ms, {})
