@@ -113,7 +113,8 @@ local function context(args)
     -- unwritten: job id -> its HSET arguments while submit has it in hand;
     -- replied: job ids whose reply this call has pushed (see `retain`);
     -- no_idle: script types whose idle hash this call found empty;
-    -- open: script type -> the offer this call hands jobs to (see hand_off);
+    -- open: script type -> the offers this call hands jobs to (see hand_off);
+    -- spread: how many jobs the call may hand off (unset: one; see hand_off);
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
     -- pushes, pushed: work queue -> the ids this call queued there, in order;
@@ -414,22 +415,25 @@ end
 -- reporting the job) offers again and no empty cycle comes between. An offer
 -- whose actor's presence is gone is dropped.
 --
--- A call picks up to OFFERS_PER_PICK of its type's offers at once
--- (`ctx.open`), hands its jobs to them in turn (from a random one: the
--- head's jitter), and writes what it handed to each actor when all are full
--- (before more are picked) or the call ends (`close_offers`): per actor one
--- LPUSH of the ids to its held list, one PUBLISH of their rows (a JSON array
--- of claim rows) and one HSET or HDEL of its offer, not one of each per job.
--- Nobody sees inside a call, so the actors, their held lists and offers are
--- as if handed one job at a time; a call that reads a held list or writes an
--- offer itself closes what is open first (hero_cycle, flush).
+-- A call picks as many of its type's offers at once as it may hand jobs
+-- off (`ctx.spread`; a call of one job picks one, as before), at most
+-- OFFERS_PER_PICK (`ctx.open`). It hands its jobs to them in turn (from a
+-- random one: the head's jitter) and writes what it handed to each actor
+-- when all are full (before more are picked) or the call ends
+-- (`close_offers`): per actor one LPUSH of the ids to its held list, one
+-- PUBLISH of their rows (a JSON array of claim rows) and one HSET or HDEL of
+-- its offer, not one of each per job. Nobody sees inside a call, so the
+-- actors, their held lists and offers are as if handed one job at a time; a
+-- call that reads a held list or writes an offer itself closes what is open
+-- first (hero_cycle, flush).
 local OFFERS_PER_PICK = 16
 
 local function pick_offers(ctx, script_type)
   if ctx.no_idle and ctx.no_idle[script_type] then return nil end  -- nothing offers inside a call
   local idle = IDLE .. script_type
   while true do
-    local pick = redis.call('HRANDFIELD', idle, OFFERS_PER_PICK, 'WITHVALUES')
+    local pick = redis.call('HRANDFIELD', idle, math.min(ctx.spread or 1, OFFERS_PER_PICK),
+      'WITHVALUES')
     if #pick == 0 then
       tab(ctx, 'no_idle')[script_type] = true
       return nil
@@ -811,6 +815,7 @@ end
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
+  if start_now then ctx.spread = (#args - H - 1) / 3 end
   local out = {}
   for i = H + 2, #args, 3 do
     out[#out + 1] = submit(ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
@@ -825,6 +830,7 @@ end
 -- ARGV: head, job_id, ...
 local function hero_start_many(_, args)
   local ctx = context(args)
+  ctx.spread = #args - H
   local out = {}
   for i = H + 1, #args do
     local ok, r = pcall(start, ctx, args[i])
