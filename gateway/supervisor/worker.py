@@ -369,7 +369,6 @@ class ActorLink:
 
     def _on_message(self, channel: str, data: str) -> None:
         if channel == self._channel:
-            # the claim rows of the jobs one Function call handed us
             self._handed.extend(Claimed.from_row(row) for row in json.loads(data))
             self._work.set()
         elif data in self._queues:
