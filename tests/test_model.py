@@ -81,6 +81,10 @@ def test_claim_fields_are_hero_luas() -> None:
     lua = re.findall(r"'(\w+)'", found.group(1))
     assert (tuple(lua[:-1]), lua[-1]) == (CLAIM_FIELDS, "legacy")
     assert "table.remove(rec)" in _function("take")
+    # a dispatch reads them in the same HMGET as the rest (spelled again there)
+    found = re.search(r"local DISPATCH_FIELDS = \{([^}]*)\}", LUA)
+    assert found is not None
+    assert re.findall(r"'(\w+)'", found.group(1))[: len(lua)] == lua
 
 
 def test_the_codec_round_trips_and_a_strict_decode_refuses_strangers() -> None:
@@ -165,10 +169,10 @@ def first(reply: Reply) -> object:
 
 GOOD = """
 from gateway.model import library
-from gateway.model.library import Reply, Transition
+from gateway.model.library import Refused, Reply, Transition
 
-def decoded(reply: Reply) -> Transition:
-    return library.start("j").decode(reply)
+def decoded(reply: Reply) -> list[Transition | Refused]:
+    return library.start_many(["j"]).decode(reply)
 """
 
 

@@ -136,8 +136,21 @@ def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[T
     return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
 
 
-def start(job_id: str) -> Call[Transition]:
-    return Call("hero_start", (job_id,), lambda r: _transition(_rows(r)))
+class Refused(Exception):
+    """A command inside a many-job Function call failed for this job (Redis's
+    error message as the text); the call's other jobs went on."""
+
+
+def _started(row: Sequence[Any]) -> Transition | Refused:
+    if str(row[0]) == "failed":
+        return Refused(str(row[1]))
+    return _transition(row)
+
+
+def start_many(job_ids: Sequence[str]) -> Call[list[Transition | Refused]]:
+    """Start each created job: its own Transition (or refusal), in order, as
+    one call per job would have answered; a job Redis failed on is Refused."""
+    return Call("hero_start_many", tuple(job_ids), lambda r: [_started(x) for x in _rows(r)])
 
 
 def stop(job_id: str) -> Call[Transition]:

@@ -1,9 +1,11 @@
-"""Submitting jobs: ``hero_submit_many`` calls and what their replies mean.
+"""Submitting and starting jobs: ``hero_submit_many`` and ``hero_start_many``
+calls and what their replies mean.
 
 The submits issued in one turn of the event loop (the elements of a JSON-RPC
 batch) reach ``submit_jobs`` together (see ``batching``) and go out as one
-pipeline of Function calls. Each job's reply then becomes either an answer
-or, for a single submit, the error its caller raises.
+pipeline of Function calls; the starts likewise reach ``start_jobs``. Each
+job's reply then becomes either an answer or, for a single submit, the error
+its caller raises.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from gateway.config import Config
 from gateway.errors import Forbidden, InvalidJob
 from gateway.model import JobSpec, Transition, Verdict
 from gateway.model import library as functions
+from gateway.model.library import Refused
 from gateway.supervisor import keys, library
 from gateway.supervisor.wire import Wire
 
-#: Jobs per hero_submit_many call: ~5 ms of Redis time, so a big batch
-#: never holds Redis for long (the rest of a batch goes in the same pipeline).
+#: Jobs per hero_submit_many (and hero_start_many) call: ~5 ms of Redis time,
+#: so a big batch never holds Redis for long (the rest of a batch goes in the
+#: same pipeline).
 SUBMIT_BATCH = 100
 
 
@@ -47,6 +53,24 @@ async def submit_jobs(
         for n, i in enumerate(positions):
             answers[i] = reply if isinstance(reply, Exception) else reply[n]
     return [answers[i] for i in range(len(jobs))]
+
+
+async def start_jobs(
+    wire: Wire, config: Config, job_ids: Sequence[str]
+) -> list[Transition | Exception]:
+    """Each job's start (or its error), in order: one ``hero_start_many`` per
+    ``SUBMIT_BATCH`` ids, all in one pipeline. A job Redis refused inside the
+    call answers with that error, a ``ResponseError`` as its own call's was."""
+    size = SUBMIT_BATCH
+    calls = [functions.start_many(job_ids[i : i + size]) for i in range(0, len(job_ids), size)]
+    replies = await library.pipeline(wire, config, calls)
+    answers: list[Transition | Exception] = []
+    for fcall, reply in zip(calls, replies, strict=True):
+        if isinstance(reply, Exception):
+            answers += [reply] * len(fcall.args)
+        else:
+            answers += [ResponseError(str(r)) if isinstance(r, Refused) else r for r in reply]
+    return answers
 
 
 def accepted(spec: JobSpec, reply: Transition) -> Transition:

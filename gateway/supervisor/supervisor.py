@@ -168,8 +168,7 @@ class Supervisor:
         return {"job_id": job.job_id, "status": reply.status}
 
     async def _start_many(self, job_ids: Sequence[str]) -> list[Transition | Exception]:
-        calls = [functions.start(job_id) for job_id in job_ids]
-        return await library.pipeline(self.wire, self.config, calls)
+        return await submission.start_jobs(self.wire, self.config, job_ids)
 
     @guarded
     async def start(self, job_id: str) -> dict[str, Any]:

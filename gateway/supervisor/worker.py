@@ -17,8 +17,9 @@ tracking, or ``HERO_QUEUE_POLL`` asks for it, the actor looks every so often
 instead. bench/interop.py measures both (idle cost, pickup latency).
 
 An actor whose cycle left it room offers its free slots in its type's idle
-hash, so the next dispatches hand it jobs directly: already claimed, the
-claim row published on the instance's own channel (``handed``), saving the
+hash, so the next dispatches hand it jobs directly: already claimed, their
+claim rows published on the instance's own channel (``handed``; one message
+per Function call, a JSON array of the rows it handed), saving the
 claim round trip for an interactive run-and-wait. Each handoff takes one
 slot, so a handed job needs no cycle before the one reporting it, which
 offers the slots again. Such a job is in the held list like any other, so a
@@ -368,7 +369,7 @@ class ActorLink:
 
     def _on_message(self, channel: str, data: str) -> None:
         if channel == self._channel:
-            self._handed.append(Claimed.from_row(json.loads(data)))
+            self._handed.extend(Claimed.from_row(row) for row in json.loads(data))
             self._work.set()
         elif data in self._queues:
             self._wake()

@@ -113,8 +113,11 @@ local function context(args)
     -- unwritten: job id -> its HSET arguments while submit has it in hand;
     -- replied: job ids whose reply this call has pushed (see `retain`);
     -- no_idle: script types whose idle hash this call found empty;
+    -- open: script type -> the offers this call hands jobs to (see hand_off);
+    -- spread: how many jobs the call may hand off (unset: one; see hand_off);
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
+    -- pushes, pushed: work queue -> the ids this call queued there, in order;
     -- moves, moved: job id -> {status before the call, status now}, in order;
     -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order.
   }
@@ -210,9 +213,19 @@ local function flush_moves(ctx, moved)
   for _, st in ipairs(add_order) do batched('ZADD', IDX_STATUS .. st, add[st], 2000) end
 end
 
+local close_offers  -- (defined with hand_off)
+
+-- The ids a call queued, one LPUSH per work queue (see dispatch).
+local function close_pushes(ctx)
+  for _, q in ipairs(ctx.pushed) do batched('LPUSH', q, ctx.pushes[q], 1000) end
+  ctx.pushes, ctx.pushed = nil, nil
+end
+
 local function flush(ctx)
   if not ctx.dirty then return end
   ctx.dirty = false
+  if ctx.open then close_offers(ctx) end
+  if ctx.pushed then close_pushes(ctx) end
   if ctx.unwritten then
     for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
     ctx.unwritten = nil
@@ -401,56 +414,148 @@ end
 -- dropped when its last slot is taken, so the actor's next cycle (the one
 -- reporting the job) offers again and no empty cycle comes between. An offer
 -- whose actor's presence is gone is dropped.
-local function hand_off(ctx, id, old, script_type)
-  if ctx.no_idle and ctx.no_idle[script_type] then return false end  -- nothing offers inside a call
+--
+-- A call picks as many of its type's offers at once as it may hand jobs
+-- off (`ctx.spread`; a call of one job picks one, as before), at most
+-- OFFERS_PER_PICK (`ctx.open`). It hands its jobs to them in turn (from a
+-- random one: the head's jitter) and writes what it handed to each actor
+-- when all are full (before more are picked) or the call ends
+-- (`close_offers`): per actor one LPUSH of the ids to its held list, one
+-- PUBLISH of their rows (a JSON array of claim rows) and one HSET or HDEL of
+-- its offer, not one of each per job. Nobody sees inside a call, so the
+-- actors, their held lists and offers are as if handed one job at a time; a
+-- call that reads a held list or writes an offer itself closes what is open
+-- first (hero_cycle, flush).
+local OFFERS_PER_PICK = 16
+
+local function pick_offers(ctx, script_type)
+  if ctx.no_idle and ctx.no_idle[script_type] then return nil end  -- nothing offers inside a call
   local idle = IDLE .. script_type
   while true do
-    local pick = redis.call('HRANDFIELD', idle, 1, 'WITHVALUES')
+    local pick = redis.call('HRANDFIELD', idle, math.min(ctx.spread or 1, OFFERS_PER_PICK),
+      'WITHVALUES')
     if #pick == 0 then
       tab(ctx, 'no_idle')[script_type] = true
-      return false
+      return nil
     end
-    local actor, o = pick[1], cjson.decode(pick[2])
-    if redis.call('EXISTS', o[4]) == 1 then
-      if o[1] > 1 then
-        o[1] = o[1] - 1
-        redis.call('HSET', idle, actor, cjson.encode(o))
+    local offers = {}
+    for i = 1, #pick, 2 do
+      local o = cjson.decode(pick[i + 1])
+      if redis.call('EXISTS', o[4]) == 1 then
+        offers[#offers + 1] = {actor = pick[i], offer = o, ids = {}, rows = {}}
       else
-        redis.call('HDEL', idle, actor)
+        redis.call('HDEL', idle, pick[i])
       end
-      redis.call('LPUSH', o[2], id)
-      set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
-      local row = take(ctx, id, 'dispatched',
-        {actor = actor, ctl = o[3], lease = o[4], sandbox = o[6]})
-      redis.call('PUBLISH', o[5], cjson.encode(row))
-      return true
     end
-    redis.call('HDEL', idle, actor)
+    if #offers > 0 then
+      local open = {offers = offers, turn = floor(ctx.jitter * #offers)}
+      tab(ctx, 'open')[script_type] = open
+      ctx.dirty = true
+      return open
+    end
   end
+end
+
+-- The next of the open offers with a free slot, in turn; nil when all are full.
+local function next_offer(open)
+  local n = #open.offers
+  for _ = 1, n do
+    open.turn = open.turn % n + 1
+    local h = open.offers[open.turn]
+    if h.offer[1] > 0 then return h end
+  end
+  return nil
+end
+
+local function close_offer(ctx, script_type)
+  local open = ctx.open[script_type]
+  ctx.open[script_type] = nil
+  local idle = IDLE .. script_type
+  for _, h in ipairs(open.offers) do
+    local o = h.offer
+    if #h.ids > 0 then
+      if o[1] > 0 then
+        redis.call('HSET', idle, h.actor, cjson.encode(o))
+      else
+        redis.call('HDEL', idle, h.actor)
+      end
+      redis.call('LPUSH', o[2], unpack(h.ids))
+    end
+    if #h.rows > 0 then redis.call('PUBLISH', o[5], cjson.encode(h.rows)) end
+  end
+end
+
+close_offers = function(ctx)
+  for script_type in pairs(ctx.open) do close_offer(ctx, script_type) end
+  ctx.open = nil
+end
+
+-- `rec`: the job's CLAIM_FIELDS when the caller has read them (see `take`).
+local function hand_off(ctx, id, old, script_type, rec)
+  local open = ctx.open and ctx.open[script_type]
+  local h = open and next_offer(open)
+  if not h then
+    if open then close_offer(ctx, script_type) end  -- all full: written (and gone) first
+    open = pick_offers(ctx, script_type)
+    h = open and next_offer(open)
+    if not h then return false end
+  end
+  local o = h.offer
+  o[1] = o[1] - 1
+  h.ids[#h.ids + 1] = id  -- in the held list even if the rest fails
+  set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
+  h.rows[#h.rows + 1] = take(ctx, id, 'dispatched',
+    {actor = h.actor, ctl = o[3], lease = o[4], sandbox = o[6]}, nil, nil, rec)
+  return true
 end
 
 -- Into the job's queue, or straight to an idle actor when any of its type
 -- may take it: not in stream mode (the stream is the record of delivery),
 -- not in compat mode (a legacy actor could pop the job as well), and not
 -- routed to a group (only that group's actors may run it).
--- `route`: the fields read here, when the caller has them at hand (submit).
+-- `route`: its ROUTE_FIELDS, when the caller has them at hand (submit, or
+-- a `dispatch_record`), with `rec`, its CLAIM_FIELDS, when read already.
 local ROUTE_FIELDS = {'queue', 'worker_id', 'script_type', 'mode', 'group'}
-local function dispatch(ctx, id, old, route)
-  local f = route or redis.call('HMGET', JOB .. id, unpack(ROUTE_FIELDS))
+
+-- What a dispatch needs of a job, read in one HMGET: CLAIM_FIELDS (1-11),
+-- spelled again (the library's body may call no function when it loads),
+-- then the rest of its route and the event's `actor` (12-15), then what a
+-- start checks (16-17).
+local DISPATCH_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
+  'context_id', 'attempt', 'retries', 'group', 'instance', 'legacy',
+  'queue', 'worker_id', 'mode', 'actor', 'status', 'prerequisites'}
+
+-- The job's route, its claim row's fields, status and prerequisites; its
+-- EVENT_FIELDS are cached (`about`) on the way, so the whole dispatch
+-- (hand-off included) reads the job once.
+local function dispatch_record(ctx, id)
+  local r = redis.call('HMGET', JOB .. id, unpack(DISPATCH_FIELDS))
+  local route = {r[12], r[13], r[2], r[14], r[9]}
+  local st, prereqs = r[16], r[17]
+  if st then ctx.seen[id] = {r[2], r[9], r[10], r[15], r[5], r[7]} end
+  for i = #DISPATCH_FIELDS, 12, -1 do r[i] = nil end
+  return route, r, st, prereqs
+end
+
+local function dispatch(ctx, id, old, route, rec)
+  if not route then route, rec = dispatch_record(ctx, id) end
+  local f = route
   local routed = tab(ctx, 'routed')
   if not routed[f[1]] then  -- for queue.stats, even when no job waits in it
     routed[f[1]] = true
     redis.call('SADD', QUEUES, f[1])
   end
   local direct = f[4] ~= 'stream' and not ctx.compat and (f[5] or '') == ''
-  if direct and hand_off(ctx, id, old, f[3]) then return f[1] end
+  if direct and hand_off(ctx, id, old, f[3], rec) then return f[1] end
   if f[4] == 'stream' then
     if redis.call('EXISTS', f[1]) == 0 then
       redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
     end
     redis.call('HSET', JOB .. id, 'entry', redis.call('XADD', f[1], '*', 'job_id', id))
-  else
-    redis.call('LPUSH', f[1], id)
+  else  -- written with the call's other ids for this queue (close_pushes)
+    local ids = bucket(tab(ctx, 'pushes'), tab(ctx, 'pushed'), f[1])
+    ids[#ids + 1] = id
+    ctx.dirty = true
   end
   local woken = tab(ctx, 'woken')
   if not woken[f[1]] then
@@ -600,21 +705,25 @@ local function promote(ctx, limit)
   local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ctx.ms, 'LIMIT', 0, limit)
   for _, id in ipairs(due) do
     redis.call('ZREM', DELAYED, id)
-    if redis.call('HGET', JOB .. id, 'status') == 'retrying' then dispatch(ctx, id, 'retrying') end
+    local route, rec, st = dispatch_record(ctx, id)
+    if st == 'retrying' then dispatch(ctx, id, 'retrying', route, rec) end
   end
   return #due
 end
 
 -- `known`: what submit has just written (prerequisites, route), so a job
--- created and started in one call is not read back.
+-- created and started in one call is not read back; else the job is read
+-- once (`dispatch_record`).
 local function start(ctx, id, known)
-  local jk = JOB .. id
-  local st, prereqs = 'created', known and known.prereqs
-  if not known then
-    st = redis.call('HGET', jk, 'status')
+  local st, prereqs, route, rec = 'created', nil, nil, nil
+  if known then
+    prereqs, route = known.prereqs, known.route
+  else
+    local raw
+    route, rec, st, raw = dispatch_record(ctx, id)
     if not st then return {'not_found'} end
     if st ~= 'created' then return {'invalid_state', st} end
-    prereqs = decode_list(redis.call('HGET', jk, 'prerequisites'))
+    prereqs = decode_list(raw)
   end
   local pending = false
   for _, p in ipairs(prereqs) do
@@ -632,7 +741,7 @@ local function start(ctx, id, known)
     set_status(ctx, id, st, 'waiting')
     return {'waiting', ''}
   end
-  return {'dispatched', dispatch(ctx, id, st, known and known.route)}
+  return {'dispatched', dispatch(ctx, id, st, route, rec)}
 end
 
 -- Create one job (and start it when asked). `fields`: flat field, value list.
@@ -706,6 +815,7 @@ end
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
+  if start_now then ctx.spread = (#args - H - 1) / 3 end
   local out = {}
   for i = H + 2, #args, 3 do
     out[#out + 1] = submit(ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
@@ -713,9 +823,21 @@ local function hero_submit_many(_, args)
   return out
 end
 
--- ARGV: head, job_id
-local function hero_start(_, args)
-  return start(context(args), args[H + 1])
+-- Start many created jobs in one call (the job.starts of a JSON-RPC batch):
+-- each answered as a start of its own would be, in order. A job whose start
+-- Redis refuses (a command inside it failed) answers {'failed', message}
+-- and the others go on, as if each had been a call of its own.
+-- ARGV: head, job_id, ...
+local function hero_start_many(_, args)
+  local ctx = context(args)
+  ctx.spread = #args - H
+  local out = {}
+  for i = H + 1, #args do
+    local ok, r = pcall(start, ctx, args[i])
+    if not ok then r = {'failed', type(r) == 'table' and r.err or tostring(r)} end
+    out[#out + 1] = r
+  end
+  return out
 end
 
 -- Jobs from producers we did not write ----------------------------------------
@@ -1021,6 +1143,10 @@ local function hero_cycle(keys, args)
     settle(ctx, 100)
     first = nil
   end
+  -- what was handed off or queued above is in its held list, offer and
+  -- queue before the claim reads them
+  if ctx.open then close_offers(ctx) end
+  if ctx.pushed then close_pushes(ctx) end
   local out
   if who.consumer then
     out = claim_stream(ctx, who.stream, who, count, idle_ms, {})
@@ -1340,7 +1466,7 @@ redis.register_function('hero_reconcile', wrap(hero_reconcile))
 redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
 redis.register_function('hero_submit', wrap(hero_submit))
 redis.register_function('hero_submit_many', wrap(hero_submit_many))
-redis.register_function('hero_start', wrap(hero_start))
+redis.register_function('hero_start_many', wrap(hero_start_many))
 redis.register_function('hero_cycle', wrap(hero_cycle))
 redis.register_function('hero_stream_touch', wrap(hero_stream_touch))
 redis.register_function('hero_stream_leave', wrap(hero_stream_leave))
