@@ -28,7 +28,7 @@ def follow(path: Path, **caps: int) -> tuple[LiveLog, Reported]:
     async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
         reported.append((lines, progress, tail))
 
-    return LiveLog(path, report, interval=0.05, **caps), reported
+    return LiveLog(str(path), report, interval=0.05, **caps), reported
 
 
 def write(path: Path, data: bytes) -> None:

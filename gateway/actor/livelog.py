@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 log = logging.getLogger("gateway.actor.livelog")
 
@@ -41,9 +41,10 @@ JOB_MAX = 256 * 1024
 MESSAGE_MAX = 500
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int:
+    """The file's size; an absent file (a job that logged nothing yet) is empty."""
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except FileNotFoundError:
         return 0
 
@@ -54,7 +55,7 @@ class LiveLog:
 
     def __init__(
         self,
-        path: Path,
+        path: str,
         report: Report,
         *,
         interval: float = INTERVAL,
@@ -134,7 +135,7 @@ class LiveLog:
         skipped = max(0, len(self._partial) + new - self._batch_max)
         from_file = max(0, skipped - len(self._partial))
         try:
-            with self._path.open("rb") as f:
+            with open(self._path, "rb") as f:
                 f.seek(self._offset + from_file)
                 read = f.read(size - self._offset - from_file)
         except OSError:  # gone meanwhile: the next look starts over
