@@ -15,6 +15,7 @@ so a script job whose log cannot be written never runs, as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import BinaryIO
 
 
@@ -31,12 +32,16 @@ class JobLog:
         self._file: BinaryIO | None = None
         self._written = 0
         self._cut = False
+        #: Called once, just before the file is opened (the live log starts looking).
+        self.on_open: Callable[[], None] | None = None
 
     def open(self) -> None:
         """Open (create) the file now if no write did yet; its bytes from an
         earlier attempt count against ``limit`` too."""
         if self._file is not None:
             return
+        if self.on_open is not None:
+            self.on_open()
         try:
             self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
         except OSError as exc:

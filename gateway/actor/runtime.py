@@ -194,7 +194,7 @@ class Actor:
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
             await link.report_output(job.job_id, lines, progress, cap=joblog.tail_size, tail=tail)
 
-        ctx.live = LiveLog(log_path, report)
+        ctx.live = LiveLog(joblog, report)
         ctx.live.start()
         try:
             async with asyncio.timeout(job.timeout):
