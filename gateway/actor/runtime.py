@@ -196,10 +196,11 @@ class Actor:
 
         ctx.live = LiveLog(joblog, report)
         ctx.live.start()
+        deadline = asyncio.get_running_loop().time() + job.timeout
         try:
-            async with asyncio.timeout(job.timeout):
-                value = handler(ctx)
-                if inspect.isawaitable(value):
+            value = handler(ctx)
+            if inspect.isawaitable(value):  # a sync handler blocks the loop: no timer can stop it
+                async with asyncio.timeout_at(deadline):
                     value = await value
             outcome = Outcome(job.job_id, "finished", str(value or ""), "", log_path)
         except TimeoutError:
