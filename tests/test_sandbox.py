@@ -347,6 +347,13 @@ def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
     quiet = JobLog(str(tmp_path / "quiet.log"), limit=50)  # made by the first write only
     quiet.close()
     assert not (tmp_path / "quiet.log").exists() and quiet.text() == ""
+    written = JobLog(str(tmp_path / "w.log"), limit=50)
+    written.write(b"one")
+    written.close()
+    for closed in (written, quiet):  # a write after the job's end fails, as it did
+        with pytest.raises(ValueError):
+            closed.write(b"late")
+    assert not (tmp_path / "quiet.log").exists()
 
 
 def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

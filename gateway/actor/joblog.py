@@ -32,6 +32,7 @@ class JobLog:
         self._file: BinaryIO | None = None
         self._written = 0
         self._cut = False
+        self._closed = False
         #: Called once, just before the file is opened (the live log starts looking).
         self.on_open: Callable[[], None] | None = None
 
@@ -40,6 +41,8 @@ class JobLog:
         earlier attempt count against ``limit`` too."""
         if self._file is not None:
             return
+        if self._closed:  # as a write to a closed file did: no file made after the job
+            raise ValueError("the job's log is closed")
         if self.on_open is not None:
             self.on_open()
         try:
@@ -70,5 +73,6 @@ class JobLog:
         return self._tail.decode("utf-8", "replace") if self._tail else ""
 
     def close(self) -> None:
+        self._closed = True
         if self._file is not None:
             self._file.close()
