@@ -128,6 +128,41 @@ async def test_sdk_handlers_async_and_sync_and_failures(
     assert listed == {("osis", "sdk", "one"), ("sal", "sdk", "one")}
 
 
+async def test_a_job_log_file_is_made_by_the_first_write(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    """A handler that logs nothing leaves no file (read as empty everywhere);
+    one that logs gets its file; one whose log cannot be opened ends in an
+    error saying so, and a python job whose log cannot be opened never runs."""
+    actor = Actor(config, group="lazy", instance="one")
+
+    @actor.handler("osis")
+    def maybe_log(ctx: JobContext) -> str:
+        if ctx.job.script == "log":
+            ctx.log("a line")
+        return "done"
+
+    log_dir = Path(config.log_dir or "")
+    (log_dir / "blocked.log").mkdir(parents=True)  # a folder where the file would go
+    actors(actor)
+    quiet = await sup.run(job("quiet", script_type="osis", job_id="quiet"), wait=10)
+    assert (quiet["status"], quiet["output"]) == ("finished", "done")
+    assert (await sup.get("quiet"))["log_path"] == str(log_dir / "quiet.log")
+    assert not (log_dir / "quiet.log").exists()
+    assert (await sup.logs("quiet"))["logs"] == ""
+    await sup.run(job("log", script_type="osis", job_id="loud"), wait=10)
+    assert (log_dir / "loud.log").read_text() == "a line\n"
+    assert (await sup.get("loud"))["log_path"] == str(log_dir / "loud.log")
+    assert (await sup.logs("loud"))["logs"] == "a line\n"
+    unwritable = ("error", "the actor cannot write the job's log")
+    blocked = await sup.run(job("log", script_type="osis", job_id="blocked"), wait=10)
+    assert (blocked["status"], blocked["error"]) == unwritable
+    actors()  # the python executor opens the log before the job starts: no 30 s sleep
+    (log_dir / "blocked-py.log").mkdir()
+    unrun = await sup.run(job("import time\ntime.sleep(30)\n", job_id="blocked-py"), wait=10)
+    assert (unrun["status"], unrun["error"]) == unwritable
+
+
 async def test_concurrency_runs_jobs_side_by_side(
     sup: Supervisor, actors: Any, config: Config
 ) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
 from gateway.metrics import Metrics
@@ -23,16 +24,19 @@ from tests.server_support import assert_event_shape
 Reported = list[tuple[str, tuple[float, str] | None, str]]
 
 
-def follow(path: Path, **caps: int) -> tuple[LiveLog, Reported]:
+def follow(path: Path, **caps: int) -> tuple[LiveLog, JobLog, Reported]:
+    """A job's log and its live log, wired as the actor wires them."""
     reported: Reported = []
 
     async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
         reported.append((lines, progress, tail))
 
-    return LiveLog(path, report, interval=0.05, **caps), reported
+    joblog = JobLog(str(path), limit=1 << 20)
+    return LiveLog(joblog, report, interval=0.05, **caps), joblog, reported
 
 
 def write(path: Path, data: bytes) -> None:
+    """What an earlier attempt of the job left in its log."""
     with path.open("ab") as f:
         f.write(data)
 
@@ -42,12 +46,12 @@ async def test_complete_lines_go_live_and_the_last_report_carries_the_rest(
 ) -> None:
     path = tmp_path / "j.log"
     write(path, b"an earlier attempt\n")
-    live, reported = follow(path)
+    live, joblog, reported = follow(path)
     live.start()
-    write(path, b"one\ntw")
+    joblog.write(b"one\ntw")
     await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
     assert reported == [("one", None, "")]  # "tw" waits for its newline
-    write(path, b"o\nthree")
+    joblog.write(b"o\nthree")
     live.progress(0.5, "half")
     await eventually(lambda: asyncio.sleep(0, len(reported) == 2), within=5)
     assert reported[1] == ("two", (0.5, "half"), "")
@@ -59,38 +63,54 @@ async def test_a_job_that_ends_before_the_first_look_sends_only_its_tail(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "j.log"
-    live, reported = follow(path)
+    live, joblog, reported = follow(path)
     live.start()
-    write(path, b"quick\n")
+    joblog.write(b"quick\n")
     live.progress(1.0, "done")
     await live.close(tail="quick\n")
     assert reported == [("", None, "quick\n")]
 
 
 async def test_nothing_logged_nothing_reported(tmp_path: Path) -> None:
-    live, reported = follow(tmp_path / "silent.log")
+    path = tmp_path / "silent.log"
+    write(path, b"an earlier attempt\n")  # not this attempt's lines
+    live, _, reported = follow(path)
     live.start()
-    await asyncio.sleep(0.2)  # four looks at an empty file: time passing is the case
+    await asyncio.sleep(0.2)  # four ticks: time passing is the case
     await live.close(tail="")
     assert reported == []
 
 
+async def test_a_first_line_after_some_ticks_goes_live_at_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "j.log"
+    write(path, b"an earlier attempt\n")
+    live, joblog, reported = follow(path)
+    live.start()
+    await asyncio.sleep(0.12)  # two silent ticks
+    joblog.write(b"late\n")
+    await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
+    assert reported == [("late", None, "")]
+    joblog.write(b"last")
+    await live.close(tail=joblog.text())
+    assert reported[1:] == [("last", None, "late\nlast")]
+
+
 async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
     path = tmp_path / "j.log"
-    live, reported = follow(path, batch_max=100, job_max=200)
+    live, joblog, reported = follow(path, batch_max=100, job_max=200)
     live.start()
     live.progress(0.1, "first look")  # barrier: reported by the first look
     await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
     assert reported.pop() == ("", (0.1, "first look"), "")
-    write(path, b"".join(b"line %03d\n" % i for i in range(50)))  # 450 bytes at once
+    joblog.write(b"".join(b"line %03d\n" % i for i in range(50)))  # 450 bytes at once
     await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
     first = reported[0][0]
     assert first.startswith("[350 bytes skipped]\n") and first.endswith("line 049")
     assert len(first.encode()) <= 100 + len("[350 bytes skipped]\n")
-    write(path, b"x" * 99 + b"\n" + b"y" * 99 + b"\n")
+    joblog.write(b"x" * 99 + b"\n" + b"y" * 99 + b"\n")
     await eventually(lambda: asyncio.sleep(0, len(reported) == 2), within=5)
     assert reported[1][0].endswith("[live log ends here: job.logs has the tail once the job ends]")
-    write(path, b"more\n")
+    joblog.write(b"more\n")
     live.progress(0.9, "later")  # barrier: the look that reports it has seen "more"
     await eventually(lambda: asyncio.sleep(0, len(reported) == 3), within=5)
     await live.close(tail="")
@@ -98,7 +118,7 @@ async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
 
 
 def test_progress_must_be_a_fraction(tmp_path: Path) -> None:
-    live, _ = follow(tmp_path / "j.log")
+    live, _, _ = follow(tmp_path / "j.log")
     for bad in (-0.1, 1.1, float("nan"), float("inf")):
         with pytest.raises(ValueError):
             live.progress(bad, "")

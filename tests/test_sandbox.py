@@ -337,13 +337,23 @@ async def test_sandbox_off_warns_and_marks_the_started_event_and_hash(
 def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
     path = tmp_path / "j.log"
     path.write_bytes(b"x" * 10)  # an earlier attempt's lines count against the cap
-    log = JobLog(path, limit=50, tail=20)
+    log = JobLog(str(path), limit=50, tail=20)
     log.write(b"a" * 30)
     log.write(b"b" * 30)
     log.write(b"c" * 30)
     log.close()
     assert path.read_bytes() == b"x" * 10 + b"a" * 30 + b"b" * 10 + b"\n[log cut at 50 bytes]\n"
     assert log.text() == "\n[log cut at 50 bytes]\n"[-20:]
+    quiet = JobLog(str(tmp_path / "quiet.log"), limit=50)  # made by the first write only
+    quiet.close()
+    assert not (tmp_path / "quiet.log").exists() and quiet.text() == ""
+    written = JobLog(str(tmp_path / "w.log"), limit=50)
+    written.write(b"one")
+    written.close()
+    for closed in (written, quiet):  # a write after the job's end fails, as it did
+        with pytest.raises(ValueError):
+            closed.write(b"late")
+    assert not (tmp_path / "quiet.log").exists()
 
 
 def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ class JobContext:
 
     @property
     def log_path(self) -> str:
-        return str(self.joblog.path)
+        return self.joblog.path
 
     def log(self, line: str) -> None:
         """Append a line to the job's log (readable through ``job.logs``, live)."""

@@ -15,7 +15,10 @@ jobs) sends nothing live: its last report only stores the tail, as before
 live logs existed, so short jobs cost no more than they did.
 
 Watching the file rather than each writer keeps the executors unaware of
-this: they only have to write their log unbuffered.
+this: they only have to write their log unbuffered. The looks begin when the
+job first writes to its log (``JobLog.on_open``) or reports progress, on the
+same ticks from the job's start: a job that does neither, most in-process
+handlers, costs no timer and no look at the file at all.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
+
+from gateway.actor.joblog import JobLog
 
 log = logging.getLogger("gateway.actor.livelog")
 
@@ -41,37 +46,41 @@ JOB_MAX = 256 * 1024
 MESSAGE_MAX = 500
 
 
-def _size(path: Path) -> int:
+def _size(path: str) -> int:
+    """The file's size; an absent file (a job that logged nothing yet) is empty."""
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except FileNotFoundError:
         return 0
 
 
 class LiveLog:
-    """Follows one job's log file from its size at creation (earlier attempts
-    of the job wrote what is before) and reports to the supervisor."""
+    """Follows one job's log file from where this attempt began (earlier
+    attempts of the job wrote what is before) and reports to the supervisor."""
 
     def __init__(
         self,
-        path: Path,
+        joblog: JobLog,
         report: Report,
         *,
         interval: float = INTERVAL,
         batch_max: int = BATCH_MAX,
         job_max: int = JOB_MAX,
     ) -> None:
-        self._path = path
+        self._path = joblog.path
+        joblog.on_open = self._wake  # before the first bytes land: where this attempt begins
         self._report = report
         self._interval = interval
         self._batch_max = batch_max
         self._budget = job_max
-        self._offset = _size(path)
+        self._offset = 0  # set by _wake
         self._partial = b""  # the start of a line not ended yet
         self._progress: tuple[float, str] | None = None  # the latest, not yet reported
+        self._started = 0.0  # the loop's time when the job started
         self._timer: asyncio.TimerHandle | None = None  # the next look
         self._sending: asyncio.Task[None] | None = None  # a report under way
-        self._looked = False  # the job ran past its first interval
+        self._woken = False  # the job wrote to its log or reported progress
+        self._looked = False  # a look ran
         self._closed = False
 
     def progress(self, fraction: float, message: str) -> None:
@@ -79,24 +88,41 @@ class LiveLog:
         if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
             raise ValueError("progress must be a number from 0 to 1")
         self._progress = (float(fraction), str(message)[:MESSAGE_MAX])
+        self._wake()
 
     def start(self) -> None:
-        """Look every interval (a timer, not a task: most jobs end before the first)."""
-        self._timer = asyncio.get_running_loop().call_later(self._interval, self._look)
+        """The job starts: the ticks of its looks count from now."""
+        self._started = asyncio.get_running_loop().time()
+
+    def _wake(self) -> None:
+        """The job's first write (before it lands) or progress: note the file's
+        size, where this attempt's lines begin, and look at the next tick."""
+        if self._woken or self._closed:
+            return
+        self._woken = True
+        self._offset = _size(self._path)
+        loop = asyncio.get_running_loop()
+        ticks = max(1, math.ceil((loop.time() - self._started) / self._interval))
+        self._timer = loop.call_at(self._started + ticks * self._interval, self._look)
 
     async def close(self, tail: str) -> None:
         """Stop looking; after the report under way, report the last lines (an
         unfinished last line too), the last progress and the log's ``tail``."""
         self._closed = True
+        if not self._woken:  # logged nothing, no progress: only the tail, if any
+            if tail:
+                await self._send("", tail)
+            return
         if self._timer is not None:
             self._timer.cancel()
         if self._sending is not None:
             await asyncio.shield(self._sending)  # reports stay in order
-        if not self._looked:  # ended before the first look: the tail says it all
+        past_first_look = asyncio.get_running_loop().time() >= self._started + self._interval
+        if self._looked or past_first_look:
+            await self._send(self._take(final=True), tail)
+        else:  # ended before the first look: the tail says it all
             self._progress = None
             await self._send("", tail)
-        else:
-            await self._send(self._take(final=True), tail)
 
     def _look(self) -> None:
         self._looked = True
@@ -109,7 +135,7 @@ class LiveLog:
 
     def _next(self, _: object = None) -> None:
         if not self._closed:
-            self.start()
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._look)
 
     async def _send(self, lines: str, tail: str) -> None:
         progress, self._progress = self._progress, None
@@ -134,7 +160,7 @@ class LiveLog:
         skipped = max(0, len(self._partial) + new - self._batch_max)
         from_file = max(0, skipped - len(self._partial))
         try:
-            with self._path.open("rb") as f:
+            with open(self._path, "rb") as f:
                 f.seek(self._offset + from_file)
                 read = f.read(size - self._offset - from_file)
         except OSError:  # gone meanwhile: the next look starts over

@@ -148,6 +148,7 @@ class PythonExecutor:
 
     async def __call__(self, ctx: JobContext) -> str:
         job = ctx.job
+        ctx.joblog.open()  # a log that cannot be written fails the job before it runs
         workdir = Path(tempfile.mkdtemp(prefix=f"hero-job-{os.getpid()}-"))
         cg: cgroup.JobCgroup | None = None
         watch: asyncio.Task[None] | None = None

@@ -29,7 +29,7 @@ from typing import Any
 
 from gateway import eventloop, logs
 from gateway.actor.context import JobContext, JobFailed
-from gateway.actor.joblog import JobLog
+from gateway.actor.joblog import JobLog, LogUnwritable
 from gateway.actor.livelog import LiveLog
 from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
@@ -59,6 +59,7 @@ class Actor:
         self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.log_dir = Path(config.log_dir) if config.log_dir else state_dir() / "logs"
+        self._log_prefix = os.path.join(self.log_dir, "")  # + job id + ".log": a job's log
         self._handlers: dict[str, Handler] = {}
         self._stopping = asyncio.Event()
         self._links: set[ActorLink] = set()  # woken by stop()
@@ -186,23 +187,20 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        try:
-            joblog = JobLog(self.log_dir / f"{job.job_id}.log", self.config.job_max_log)
-        except OSError:
-            log.exception("cannot open the job's log", extra={"job_id": job.job_id})
-            return Outcome(job.job_id, "error", "", "the actor cannot write the job's log")
+        log_path = self._log_prefix + job.job_id + ".log"  # no pathlib per job
+        joblog = JobLog(log_path, self.config.job_max_log)
         ctx = JobContext(job, joblog)
-        log_path = ctx.log_path
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
             await link.report_output(job.job_id, lines, progress, cap=joblog.tail_size, tail=tail)
 
-        ctx.live = LiveLog(joblog.path, report)
+        ctx.live = LiveLog(joblog, report)
         ctx.live.start()
+        deadline = asyncio.get_running_loop().time() + job.timeout
         try:
-            async with asyncio.timeout(job.timeout):
-                value = handler(ctx)
-                if inspect.isawaitable(value):
+            value = handler(ctx)
+            if inspect.isawaitable(value):  # a sync handler blocks the loop: no timer can stop it
+                async with asyncio.timeout_at(deadline):
                     value = await value
             outcome = Outcome(job.job_id, "finished", str(value or ""), "", log_path)
         except TimeoutError:
@@ -213,6 +211,9 @@ class Actor:
             outcome = Outcome(job.job_id, "stopped", "", "stopped", log_path)
         except JobFailed as exc:
             outcome = Outcome(job.job_id, "error", exc.output, str(exc), log_path)
+        except LogUnwritable:
+            log.exception("cannot open the job's log", extra={"job_id": job.job_id})
+            outcome = Outcome(job.job_id, "error", "", "the actor cannot write the job's log")
         except Exception as exc:
             log.exception("handler failed", extra={"job_id": job.job_id})
             outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
