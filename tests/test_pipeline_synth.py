@@ -214,6 +214,10 @@ def test_columns_of_odd_rows_match_the_per_row_rules() -> None:
     batch.append_flat("1700000000000-3", _wire(attempt="99999999999", ts="\u0663"))
     batch.append_flat("1700000000000-4", _wire(attempt="\u0662", ts="12345678901234567"))
     batch.append_flat("1700000000000-5", _wire(attempt="", ts=""))
+    # one field more: joined by Arrow when nothing in it needs a JSON escape
+    batch.append_flat("1700000000000-6", _wire(output="out-1 [x]"))
+    batch.append_flat("1700000000000-7", _wire(output='{"a": "\u00e9\\n"}\x7f'))
+    batch.append_flat("1700000000000-8", [*_wire(), "attempt", "7"])
     rows = batch.table().to_pylist()
     assert [r["extra"] for r in rows] == [
         json.dumps({"output": "done", "sandbox": "off"}, sort_keys=True),
@@ -222,11 +226,14 @@ def test_columns_of_odd_rows_match_the_per_row_rules() -> None:
         "",
         "",
         "",
+        '{"output": "out-1 [x]"}',
+        json.dumps({"output": '{"a": "\u00e9\\n"}\x7f'}),
+        "",
     ]
-    assert [r["attempt"] for r in rows] == [1, 1, 3, None, 2, None]
+    assert [r["attempt"] for r in rows] == [1, 1, 3, None, 2, None, 1, 1, 7]
     ms = [int(r["ts"].timestamp() * 1000) for r in rows]
     # "٣" is a digit to str.isdigit and int; 17 digits or none: the id's time
-    assert ms == [1700000000000, 1700000000500, 1700000000001, 3] + [1700000000000] * 2
+    assert ms == [1700000000000, 1700000000500, 1700000000001, 3] + [1700000000000] * 5
     assert all(r["event"] == "finished" and r["job_id"] == "j" for r in rows)
     assert batch.table().schema == SCHEMA
 

@@ -77,6 +77,9 @@ _FLAT = pa.list_(pa.string())
 _ATTEMPT_PLAIN = "^[0-9]{1,9}$"
 _TS_PLAIN = "^[0-9]{1,16}$"
 _ID_PLAIN = "^[0-9]{1,19}-[0-9]{1,19}$"
+#: Text ``json.dumps`` (ensure_ascii) writes as is: printable ASCII but ``"`` and ``\``.
+_JSON_PLAIN = "^[ !#-\\[\\]-~]*$"
+_KNOWN = pa.array(sorted(KNOWN_FIELDS), pa.string())
 
 
 def _from_mapping(fields: Mapping[str, str]) -> tuple[list[str], str]:
@@ -148,14 +151,16 @@ class EventColumns:
         self._flats += flats
         self._built = None
 
-    def _normalize(self) -> tuple[pa.ListArray, list[str]]:
+    def _normalize(self) -> tuple[pa.ListArray, pa.Array]:
         """The entries as one list array, every row starting with the WIRE_ORDER
         fields, and each row's ``extra``.
 
         A row is taken as is when its first keys are WIRE_ORDER and no later
         key is a known one (a later duplicate would win in a mapping); its
-        ``extra`` is the JSON of the fields after them. Any other row is read
-        as a mapping and rewritten in WIRE_ORDER.
+        ``extra`` is the JSON of the fields after them, put together by Arrow
+        for the usual one field (a terminal event's ``output``, ``sandbox``)
+        when neither its name nor its value needs escaping. Any other row is
+        read as a mapping and rewritten in WIRE_ORDER.
         """
         flats = self._flats
         rows = pa.array(flats, _FLAT)
@@ -164,7 +169,22 @@ class EventColumns:
         plain = pc.and_(pc.greater_equal(lengths, _WIRE_LEN), pc.equal(head, _WIRE_HEAD))
         extra = [""] * len(flats)
         odd: list[int] = []
-        longer = pc.and_(plain, pc.greater(lengths, _WIRE_LEN))
+        pair = pc.list_slice(rows, _WIRE_LEN, _WIRE_LEN + 2, return_fixed_size_list=True)
+        key, value = pc.list_element(pair, 0), pc.list_element(pair, 1)
+        quick = pc.fill_null(
+            pc.and_(
+                pc.and_(plain, pc.equal(lengths, _WIRE_LEN + 2)),
+                pc.and_(
+                    pc.invert(pc.is_in(key, _KNOWN)),
+                    pc.and_(
+                        pc.match_substring_regex(key, _JSON_PLAIN),
+                        pc.match_substring_regex(value, _JSON_PLAIN),
+                    ),
+                ),
+            ),
+            False,
+        )
+        longer = pc.and_(pc.and_(plain, pc.greater(lengths, _WIRE_LEN)), pc.invert(quick))
         for i in pc.indices_nonzero(longer).to_pylist():
             tail = flats[i][_WIRE_LEN:]
             keys = tail[0::2]
@@ -181,7 +201,8 @@ class EventColumns:
                 )
                 flats[i] = _wire(values)
             rows = pa.array(flats, _FLAT)
-        return rows, extra
+        joined = pc.binary_join_element_wise('{"', key, '": "', value, '"}', "")
+        return rows, pc.if_else(quick, joined, pa.array(extra, pa.string()))
 
     def _ids_split(self, ids: pa.Array) -> tuple[pa.Array, pa.Array] | None:
         if not pc.all(pc.match_substring_regex(ids, _ID_PLAIN)).as_py():
@@ -212,7 +233,7 @@ class EventColumns:
                     *(values[at] for at in _STRING_AT),
                     attempt,
                     pc.cast(ts, SCHEMA.field("ts").type),
-                    pa.array(extra, pa.string()),
+                    extra,
                 ],
                 schema=SCHEMA,
             )
