@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-#: An entry's fields: flat ``[k, v, ...]`` (XREADGROUP, read raw), a mapping
-#: (XAUTOCLAIM), or nothing when the stream no longer holds it.
-Fields = list[str] | dict[str, str] | None
-
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
