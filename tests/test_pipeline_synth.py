@@ -16,7 +16,7 @@ import pytest
 from gateway.errors import InvalidParams
 from gateway.model import StreamId
 from gateway.pipeline import erlang, synth
-from gateway.pipeline.events import SCHEMA, EventColumns
+from gateway.pipeline.events import SCHEMA, WIRE_ORDER, EventColumns
 from gateway.pipeline.store import event_files, partition_dir, read_events, write_events
 from gateway.pipeline.timeparse import parse_time
 
@@ -193,6 +193,73 @@ def test_flat_entries_fast_and_slow_path() -> None:
     assert rows[1]["attempt"] is None and rows[1]["script_type"] == ""
     assert json.loads(rows[1]["extra"]) == {"note": "legacy"}
     assert batch.hours == [1_700_000_000_000 // 3_600_000] * 2
+
+
+def _wire(**values: str) -> list[str]:
+    """An entry as the supervisor writes it: every common field in WIRE_ORDER, then ``values``."""
+    common = dict.fromkeys(WIRE_ORDER, "")
+    common.update({"job_id": "j", "event": "finished", "attempt": "1", "ts": "1700000000000"})
+    common.update({k: v for k, v in values.items() if k in common})
+    flat = [x for pair in common.items() for x in pair]
+    return flat + [x for k, v in values.items() if k not in common for x in (k, v)]
+
+
+def test_columns_of_odd_rows_match_the_per_row_rules() -> None:
+    """Rows the vectorized path cannot take are read as mappings, value by value."""
+    batch = EventColumns()
+    batch.append_flat("1700000000000-0", _wire(output="done", sandbox="off"))
+    # A known field again after the common ones: the later value wins, as in a mapping.
+    batch.append_flat("1700000000000-1", [*_wire(), "ts", "1700000000500", "note", "x"])
+    batch.append_flat("1700000000000-2", _wire(attempt="+3", ts="1700000000001"))
+    batch.append_flat("1700000000000-3", _wire(attempt="99999999999", ts="\u0663"))
+    batch.append_flat("1700000000000-4", _wire(attempt="\u0662", ts="12345678901234567"))
+    batch.append_flat("1700000000000-5", _wire(attempt="", ts=""))
+    # one field more: joined by Arrow when nothing in it needs a JSON escape
+    batch.append_flat("1700000000000-6", _wire(output="out-1 [x]"))
+    batch.append_flat("1700000000000-7", _wire(output='{"a": "\u00e9\\n"}\x7f'))
+    batch.append_flat("1700000000000-8", [*_wire(), "attempt", "7"])
+    rows = batch.table().to_pylist()
+    assert [r["extra"] for r in rows] == [
+        json.dumps({"output": "done", "sandbox": "off"}, sort_keys=True),
+        json.dumps({"note": "x"}),
+        "",
+        "",
+        "",
+        "",
+        '{"output": "out-1 [x]"}',
+        json.dumps({"output": '{"a": "\u00e9\\n"}\x7f'}),
+        "",
+    ]
+    assert [r["attempt"] for r in rows] == [1, 1, 3, None, 2, None, 1, 1, 7]
+    ms = [int(r["ts"].timestamp() * 1000) for r in rows]
+    # "٣" is a digit to str.isdigit and int; 17 digits or none: the id's time
+    assert ms == [1700000000000, 1700000000500, 1700000000001, 3] + [1700000000000] * 5
+    assert all(r["event"] == "finished" and r["job_id"] == "j" for r in rows)
+    assert batch.table().schema == SCHEMA
+
+
+def test_files_are_named_by_their_smallest_and_largest_ids(tmp_path: Path) -> None:
+    batch = EventColumns()
+    hour = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
+    # out of order (claimed entries come after newer ones), two hours, ms of different lengths
+    for entry_id, ts in [
+        ("1700000000002-0", hour + 5),
+        ("999999999999-7", hour + 1),
+        ("1700000000002-10", hour + 3_600_000),
+        ("1700000000002-9", hour + 2),
+        ("1700000000001-3", hour + 3_600_001),
+    ]:
+        batch.append_flat(entry_id, _wire(ts=str(ts)))
+    names = sorted(f.name for f in write_events(tmp_path, batch))
+    assert names == [
+        "part-1700000000001-3-1700000000002-10.parquet",
+        "part-999999999999-7-1700000000002-9.parquet",
+    ]
+    # ids off the plain "ms-seq" form: a bare ms counts as seq 0
+    bare = EventColumns()
+    bare.append_flat("1700000000003", _wire())
+    bare.append_flat("1700000000002-5", _wire())
+    assert bare.id_range() == (StreamId(1700000000002, 5), StreamId(1700000000003, 0))
 
 
 def test_write_events_is_atomic_and_never_overwrites(tmp_path: Path) -> None:

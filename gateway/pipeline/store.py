@@ -101,17 +101,20 @@ def write_events(
     """Write ``batch`` into the layout under ``root``: one file per hour (or per chunk)."""
     if not len(batch):
         return []
+    hours = batch.hours
     by_hour: dict[int, list[int]] = {}
-    for i, hour in enumerate(batch.hours):
-        by_hour.setdefault(hour, []).append(i)
+    if min(hours) == max(hours):  # the usual case: no per-row grouping
+        by_hour[hours[0]] = list(range(len(hours)))
+    else:
+        for i, hour in enumerate(hours):
+            by_hour.setdefault(hour, []).append(i)
     full = batch.table()
-    order = batch.order
     written: list[Path] = []
     for hour, rows in sorted(by_hour.items()):
         for chunk in _chunks(rows, max_rows_per_file):
-            table = full if len(chunk) == len(full) else full.take(pa.array(chunk))
-            first = min(order[i] for i in chunk)
-            last = max(order[i] for i in chunk)
+            whole = len(chunk) == len(full)
+            table = full if whole else full.take(pa.array(chunk))
+            first, last = batch.id_range(None if whole else chunk)
             name = f"part-{first.ms}-{first.seq}-{last.ms}-{last.seq}.parquet"
             written.append(write_table(table, root / partition_dir(hour), name))
     return written
