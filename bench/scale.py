@@ -103,7 +103,7 @@ async def scale(
                 int(line.split()[1]) for line in ready_lines if line.startswith("READY")
             )
             t_ready = time.time() - t0
-            # every job is dispatched (waiters' hero_submit ran after their wait registered)
+            # every job is dispatched (waiters' hero_submit_many ran after their wait registered)
             end = time.monotonic() + 60
             while await probe.zcard(keys.index_status("dispatched")) < clients:
                 if time.monotonic() > end:

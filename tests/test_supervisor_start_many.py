@@ -86,7 +86,7 @@ async def test_the_jobs_one_call_hands_to_one_actor_are_one_message(
         assert fcall.startswith("FCALL hero_start_many 0 ")
         # the held list and the offer as three hand-offs one by one left them
         assert await rds.lrange(keys.held("osis", "default", "idle"), 0, -1) == ids[::-1]
-        assert await rds.hget(keys.idle("osis"), actor.name) is not None  # one slot left
+        assert await _slots(rds, actor.name) == 1  # one slot left
         got = []
 
         async def all_arrived() -> bool:

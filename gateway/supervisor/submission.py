@@ -32,7 +32,7 @@ SUBMIT_BATCH = 100
 async def submit_jobs(
     wire: Wire, config: Config, jobs: Sequence[tuple[JobSpec, bool]]
 ) -> list[Transition | Exception]:
-    """Each job's ``hero_submit`` reply (or the error of its call), in order:
+    """Each job's ``submit`` reply (or the error of its call), in order:
     one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs of the same start
     flag, all in one pipeline."""
     size = SUBMIT_BATCH

@@ -131,7 +131,7 @@ class Supervisor:
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
     async def _submit(self, spec: JobSpec, start: bool) -> Transition:
-        """``hero_submit``'s reply, merged with the submits issued alongside it."""
+        """The job's ``hero_submit_many`` reply, merged with the submits issued alongside it."""
         return submission.accepted(spec, await self._submits.submit((spec, start)))
 
     async def _submit_jobs(

@@ -801,15 +801,8 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   return reply
 end
 
--- ARGV: head, job_id, start ("1"/"0"), prerequisites JSON, field, value, ...
-local function hero_submit(_, args)
-  local fields = {}
-  for i = H + 4, #args do fields[#fields + 1] = args[i] end
-  return submit(context(args), args[H + 1], args[H + 2] == '1', args[H + 3], fields)
-end
-
--- Many jobs in one call (a producer's batch): the same transition as
--- hero_submit for each, one reply per job, in order.
+-- Jobs in one call (a batch, or one job): `submit` for each, one reply per
+-- job, in order.
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
 --       fields JSON (a flat [field, value, ...] array)
 local function hero_submit_many(_, args)
@@ -1464,7 +1457,6 @@ redis.register_function('hero_promote', wrap(hero_promote))
 redis.register_function('hero_prune', wrap(hero_prune))
 redis.register_function('hero_reconcile', wrap(hero_reconcile))
 redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
-redis.register_function('hero_submit', wrap(hero_submit))
 redis.register_function('hero_submit_many', wrap(hero_submit_many))
 redis.register_function('hero_start_many', wrap(hero_start_many))
 redis.register_function('hero_cycle', wrap(hero_cycle))
