@@ -183,15 +183,30 @@ def _fast(value: Any) -> str | None:
     that is not a string) and, with the passthrough options, the types that
     encoder does not know (dataclasses, datetimes, subclasses). What it does
     not refuse is NaN and infinity, which it writes as ``null`` where the
-    standard encoder fails the element (-32603): so a text holding a
-    ``null`` is not taken either (a reply to ``job.create`` or ``job.start``
-    holds none); and UUIDs and Enum members, which it writes as their value
-    where that encoder fails: no method's result holds one."""
+    standard encoder fails the element (-32603): so where the text holds a
+    ``null`` (a finished job's ``"error": null``, mostly) the value is looked
+    through for such a float, and not taken if it has one; and UUIDs and
+    Enum members, which it writes as their value where that encoder fails:
+    no method's result holds one."""
     try:
         data = orjson.dumps(value, option=_PASSTHROUGH)
     except (TypeError, RecursionError):  # orjson.JSONEncodeError is a TypeError
         return None
-    return None if b"null" in data else data.decode()
+    if b"null" in data and _non_finite(value):
+        return None
+    return data.decode()
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in ``value`` (which orjson has
+    just encoded: JSON's shapes only, nested no deeper than its limit)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _invalid(reply_id: RequestId, why: str) -> Failure:
