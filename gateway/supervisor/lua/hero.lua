@@ -164,7 +164,6 @@ local function zpend(ctx, key, score, member)
   local list = bucket(tab(ctx, 'zadds'), tab(ctx, 'zkeys'), key)
   list[#list + 1] = score
   list[#list + 1] = member
-  ctx.dirty = true
 end
 
 local function move(ctx, id, old, new)
@@ -177,7 +176,6 @@ local function move(ctx, id, old, new)
     local moved = tab(ctx, 'moved')
     moved[#moved + 1] = id
   end
-  ctx.dirty = true
 end
 
 -- `cmd key` with the `list` of arguments, at most `step` of them per command
@@ -222,8 +220,6 @@ local function close_pushes(ctx)
 end
 
 local function flush(ctx)
-  if not ctx.dirty then return end
-  ctx.dirty = false
   if ctx.open then close_offers(ctx) end
   if ctx.pushed then close_pushes(ctx) end
   if ctx.unwritten then
@@ -450,7 +446,6 @@ local function pick_offers(ctx, script_type)
     if #offers > 0 then
       local open = {offers = offers, turn = floor(ctx.jitter * #offers)}
       tab(ctx, 'open')[script_type] = open
-      ctx.dirty = true
       return open
     end
   end
@@ -555,7 +550,6 @@ local function dispatch(ctx, id, old, route, rec)
   else  -- written with the call's other ids for this queue (close_pushes)
     local ids = bucket(tab(ctx, 'pushes'), tab(ctx, 'pushed'), f[1])
     ids[#ids + 1] = id
-    ctx.dirty = true
   end
   local woken = tab(ctx, 'woken')
   if not woken[f[1]] then
@@ -773,7 +767,6 @@ local function submit(ctx, id, start_now, prereq_json, fields)
     'dependents', '[]'}
   for i = 1, #fields do w[#w + 1] = fields[i] end
   tab(ctx, 'unwritten')[id] = w
-  ctx.dirty = true
   given.id, given.attempt = given.id or id, given.attempt or '0'
   local f = {}
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
