@@ -2,36 +2,45 @@
 
 Queue figures (true depth, pending, oldest age, consumers) and live actors are
 read from Redis at scrape time, so every gateway reports the same truth.
-Job transitions are counted from the shared events reader (per process: sum
-over gateways only if each reads its own share; with several gateways use the
-``hero_jobs`` gauge, which is read from the status indexes). RPC latency is a
-histogram per method, fed by the RPC layer through ``observe_call``.
+Job transitions are counted inside Redis by the Functions that make them
+(``keys.TRANSITIONS``) and read at scrape time too: one deployment-wide count,
+the same from every gateway, and no gateway has to read every event to keep
+it. RPC latency is a histogram per method (per process), fed by the RPC layer
+through ``observe_call``.
 ``hero_recommended_actors`` repeats the latest pipeline report's Erlang C advice
 per script type, so an autoscaler (deploy/keda/) can follow it directly.
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
-from gateway.model import REPORT_EVENTS
-from gateway.model.event import COMMON_FIELDS
 from gateway.supervisor import STATUSES, Supervisor
-from gateway.supervisor.replies import RawEntry, pairs
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _QUEUE_LABELS = ("queue", "script_type", "group", "instance", "priority")
 
-#: The fields a transition is counted by, and where ``emit`` writes their
-#: names in an entry's flat list of fields: in ``COMMON_FIELDS``' order
-#: (tests/test_model.py holds hero.lua to it). Their values follow each name.
-_COUNTED = ("event", "status", "script_type")
-_NAMES_AT = itemgetter(*(2 * COMMON_FIELDS.index(name) for name in _COUNTED))
-_VALUES_AT = itemgetter(*(2 * COMMON_FIELDS.index(name) + 1 for name in _COUNTED))
+
+class _Transitions:
+    """``hero_job_transitions_total``: the counts last read from Redis, as a
+    counter family (a ``Counter`` can only be added to, not set)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "hero_job_transitions", "Job transitions, per new status and script type",
+            labels=("status", "script_type"),
+        )  # fmt: skip
+        for labels, n in sorted(self.counts.items()):
+            family.add_metric(labels, n)
+        yield family
 
 
 class Metrics:
@@ -39,7 +48,6 @@ class Metrics:
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._sup = supervisor
-        supervisor.add_event_listener(self.on_events)
         self.registry = CollectorRegistry()
         r = self.registry
         self.depth = Gauge("hero_queue_depth", "Jobs not done (lag + pending), per work queue",
@@ -59,45 +67,14 @@ class Metrics:
             ("script_type",), registry=r,
         )  # fmt: skip
         self.jobs = Gauge("hero_jobs", "Jobs currently in each status", ("status",), registry=r)
-        self.transitions = Counter(
-            "hero_job_transitions", "Job transitions seen on the events stream by this process",
-            ("status", "script_type"), registry=r,
-        )  # fmt: skip
+        self.transitions = _Transitions()
+        r.register(self.transitions)
         self.rpc = Histogram(
             "hero_rpc_duration_seconds", "JSON-RPC call latency", ("method", "outcome"),
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
             registry=r,
         )  # fmt: skip
-        self._transitions: dict[tuple[str, str], Counter] = {}
         self._rpc: dict[tuple[str, int | None], Histogram] = {}
-
-    def on_events(self, entries: list[RawEntry]) -> None:
-        """Counted from the entries as read, by the three fields it needs: taken
-        from where ``emit`` writes them when the names there say so (no dict of
-        the fields, which cost more than the rest of the count), from the dict
-        otherwise (an entry another writer made); and per (status,
-        script_type) first, so a batch costs one ``inc`` (a lock) per distinct
-        pair rather than one per event."""
-        counts: dict[tuple[str, str], int] = {}
-        for _, flat in entries:
-            try:
-                found = _NAMES_AT(flat) == _COUNTED
-            except IndexError:
-                found = False
-            if found:
-                event, status, script_type = _VALUES_AT(flat)
-            else:
-                fields = pairs(flat)
-                event = fields.get("event", "")
-                status, script_type = fields.get("status", ""), fields.get("script_type", "")
-            if event not in REPORT_EVENTS:  # a running job's log or progress
-                key = (status, script_type)
-                counts[key] = counts.get(key, 0) + 1
-        for key, n in counts.items():
-            child = self._transitions.get(key)
-            if child is None:
-                child = self._transitions[key] = self.transitions.labels(*key)
-            child.inc(n)
 
     def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
         """Every served call: its histogram child is looked up once per
@@ -123,6 +100,7 @@ class Metrics:
         queues = await self._sup.queue_stats()
         live = await self._sup.actors()
         counts = await self._sup.status_counts()
+        self.transitions.counts = await self._sup.transition_counts()
         gauges = (self.depth, self.lag, self.pending, self.oldest, self.consumers, self.actors)
         for gauge in gauges:
             gauge.clear()

@@ -119,6 +119,9 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     sup: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n = submission.SUBMIT_BATCH * 2 + 5
+    # a live subscription keeps the events reader awake, as steady traffic
+    # does (a run that wakes a sleeping reader first waits for that)
+    subscription = await sup.subscribe(job_ids=["nobody"])
     sent = count_calls(sup, monkeypatch)
     answers = await asyncio.gather(
         *(sup.create(job(job_id=f"big-{i}")) for i in range(n)),
@@ -135,3 +138,4 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
         ("0", 5),
     ]
     assert await sup.status("big-run-0") == {"job_id": "big-run-0", "status": "dispatched"}
+    sup.unsubscribe(subscription.id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -161,3 +162,80 @@ async def test_waiting_callers_wake_the_reader_about_once_per_job(
     finally:
         actor.stop()
         await serving
+
+
+@pytest.fixture
+async def drowsy(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Supervisor, list[str]]]:
+    """A supervisor whose reader falls asleep soon after its last waiter, with
+    no sweep to hide a missed event (waits resolve from events alone), an
+    in-process ``osis`` actor, and the commands its events reader sends."""
+    monkeypatch.setattr(events_module, "KEEP_AWAKE", 0.05)
+    sup = await Supervisor.connect(replace(config, watch_interval=60.0))
+    actor = Actor(config, concurrency=1)
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    serving = asyncio.create_task(actor.serve())
+    sent: list[str] = []
+    wire = sup._reader._wire
+    real = wire.execute_command
+
+    async def recorded(*args: Any) -> Any:
+        sent.append(str(args[0]))
+        return await real(*args)
+
+    monkeypatch.setattr(wire, "execute_command", recorded)
+    try:
+        yield sup, sent
+    finally:
+        actor.stop()
+        await serving
+        await sup.close()
+
+
+async def _all_finished(sup: Supervisor, job_ids: list[str]) -> bool:
+    statuses = [(await sup.status(j))["status"] for j in job_ids]
+    return statuses == ["finished"] * len(job_ids)
+
+
+async def test_with_nobody_waiting_or_subscribed_the_reader_reads_nothing(drowsy: Any) -> None:
+    sup, sent = drowsy
+    await sup.run(job("warm-up", script_type="osis"), wait=10)
+    await asyncio.sleep(0.3)  # KEEP_AWAKE is over, and a blocked read came back
+    sent.clear()
+    submitted = await sup.submit_many([job(f"s{n}", script_type="osis") for n in range(40)])
+    ids = [answer["job_id"] for answer in submitted]
+    await eventually(lambda: _all_finished(sup, ids), within=20)
+    assert sent == []  # 160 events went by, and no read for them
+    # a waiter wakes it at once (no sweep here: only the events can end the wait)
+    done = await sup.run(job("after the sleep", script_type="osis"), wait=10)
+    assert done["output"] == "after the sleep"
+    assert sent[0] == "XREVRANGE"  # the newest id first, then reads from there
+    assert "XREAD" in sent
+
+
+async def test_a_subscription_after_a_sleep_sees_what_comes_after_it_and_nothing_before(
+    drowsy: Any,
+) -> None:
+    sup, _ = drowsy
+    await sup.run(job("before", script_type="osis"), wait=10)
+    await asyncio.sleep(0.3)
+    slept = await sup.submit_many([job("while asleep", script_type="osis")])
+    await eventually(lambda: _all_finished(sup, [slept[0]["job_id"]]), within=10)
+    sub = await sup.subscribe(script_type="osis")
+    created = await sup.create(job("after", script_type="osis"))
+    await sup.start(created["job_id"])
+    seen: list[tuple[str, str]] = []
+    async with asyncio.timeout(10):
+        async for event in sub:
+            seen.append((event.job_id, event.status))
+            if event.status == "finished":
+                break
+    sup.unsubscribe(sub.id)
+    assert seen == [
+        (created["job_id"], status) for status in ("created", "dispatched", "started", "finished")
+    ]

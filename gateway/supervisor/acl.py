@@ -33,6 +33,7 @@ ACTOR_KEYS = (
     keys.job(STAR),
     keys.EVENTS,
     keys.ENDED,
+    keys.TRANSITIONS,
     keys.INDEX_ALL,  # a job an outside producer pushed is indexed when claimed
     keys.index_status(STAR),
     keys.index_type(STAR),

@@ -22,13 +22,18 @@ false: no live subscription), the reader wakes for terminal events only:
 Listeners see each event once and in order, only up to ``LINGER`` later;
 ``on_ended`` may see a terminal event a second time in the listeners' batch.
 
+While nobody needs events at all (no waiter, no subscription, for
+``KEEP_AWAKE`` seconds: a caller who runs jobs one after another keeps it
+awake), the reader sleeps and reads nothing: a producer's stream of submits
+costs it no reads. Whoever comes to need events calls ``awake`` before it
+does what makes them; a sleeping reader then takes the newest id as its
+position (what went by while it slept was nobody's) before ``awake`` returns,
+so nothing after that call is missed.
+
 Decoding an entry into an ``Event`` costs more than reading it, and most
-batches interest nobody: a waiter cares only for its own job, and with no
-waiter and no subscription nobody needs a decoded event at all. So each
+batches interest nobody: a waiter cares only for its own job. So each
 listener says whether it ``wants`` events now, and a batch is decoded only
-for the listeners that do; a raw listener (the metrics' transition counter)
-is handed the entries as Redis sent them (no dict of fields made) and takes
-only the fields it needs. Entries of ``keys.ENDED`` are decoded only when
+for the listeners that do. Entries of ``keys.ENDED`` are decoded only when
 ``on_ended`` wants them.
 """
 
@@ -51,11 +56,11 @@ from gateway.supervisor.wire import Wire
 log = logging.getLogger("gateway.supervisor.events")
 
 Listener = Callable[[list[Event]], None]
-#: Called with the entries as read: [entry id, [name, value, ...]].
-RawListener = Callable[[list[RawEntry]], None]
 
 #: Seconds the listeners' events may lag while only waiters are served.
 LINGER = 0.01
+#: Seconds the reader reads on after the last waiter or subscriber went.
+KEEP_AWAKE = 2.0
 
 
 async def last_id(wire: Wire) -> str:
@@ -105,11 +110,14 @@ class EventReader:
         self._block_ms = block_ms
         self._count = count
         self._listeners: list[tuple[Listener, Callable[[], bool]]] = []
-        self._raw: list[RawListener] = []
         self._task: asyncio.Task[None] | None = None
         self.position = "0-0"
         self._ended_position = "0-0"  # newest entry of keys.ENDED handed to on_ended
         self._linger_until: float | None = None  # lingering till then; None: idle
+        self._needed_until = 0.0  # reads on till then although nobody needs events
+        self._asleep = False
+        self._bell = asyncio.Event()  # rung by awake (or stop) to end a sleep
+        self._waking: asyncio.Task[None] | None = None
         self.healthy = False
         self._closed = False
 
@@ -119,17 +127,41 @@ class EventReader:
         costs no decoding. It must do nothing with a batch it does not want."""
         self._listeners.append((listener, wants))
 
-    def add_raw_listener(self, listener: RawListener) -> None:
-        """Be called with every batch as read, undecoded."""
-        self._raw.append(listener)
-
     async def start(self) -> None:
         self.position = self._ended_position = await last_id(self._wire)
         self.healthy = True
         self._task = asyncio.create_task(self._run(), name="hero-events-reader")
 
+    async def awake(self) -> None:
+        """Return once the reader reads from a position no older than this
+        call. Call it after registering the need (the waiter, the
+        subscription) and before what makes the events (the submit, the
+        hash read, the replay): until then a sleeping reader may sleep on."""
+        if not self._asleep:
+            return
+        if self._waking is None:
+            self._waking = asyncio.create_task(self._wake(), name="hero-events-wake")
+        await asyncio.shield(self._waking)
+
+    async def _wake(self) -> None:
+        try:
+            newest = await last_id(self._wire)
+        finally:
+            self._waking = None
+        self.position = self._ended_position = max(self.position, newest, key=StreamId.parse)
+        self._linger_until = None
+        self._asleep = False
+        self._bell.set()
+
+    def _needed(self) -> bool:
+        if self._on_ended is None or self._eager() or self._ended_wanted():
+            self._needed_until = time.monotonic() + KEEP_AWAKE
+            return True
+        return time.monotonic() < self._needed_until
+
     async def stop(self) -> None:
         self._closed = True
+        self._bell.set()
         await self._wire.aclose()  # fails the blocked read at once
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
@@ -138,6 +170,11 @@ class EventReader:
     async def _run(self) -> None:
         delay = 0.05
         while not self._closed:
+            if not self._needed():  # checked and slept on in one step: awake sees it
+                self._asleep = True
+                self._bell.clear()
+                await self._bell.wait()
+                continue
             try:
                 if self._on_ended is None or self._eager():
                     self._linger_until = None
@@ -214,8 +251,6 @@ class EventReader:
         if not batch:
             return
         self.position = batch[-1][0]
-        for raw in self._raw:
-            self._call(raw, batch)
         events: list[Event] | None = None
         for listener, wants in self._listeners:
             if wants():

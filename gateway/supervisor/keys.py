@@ -202,6 +202,12 @@ API_KEY_REVOKED = f"{PREFIX}:auth:revoked"
 #: The latest pipeline report (JSON), so any gateway can serve ``stats.report``.
 STATS_REPORT = f"{PREFIX}:stats:report"
 
+#: Hash of job transitions counted since the key was made, one field per
+#: ``<status>:<script type>`` (a status never holds ``:``): written by
+#: ``emit`` in hero.lua, read by ``GET /metrics`` (every gateway reports the
+#: same deployment-wide count without reading the events stream).
+TRANSITIONS = f"{PREFIX}:stats:transitions"
+
 #: Sorted set of jobs waiting out a retry backoff, scored by the time (ms) they are due.
 DELAYED = f"{PREFIX}:q:delayed"
 

@@ -38,6 +38,7 @@ def source() -> str:
         "EVENTS": keys.EVENTS,
         "ENDED": keys.ENDED,
         "ENDED_MAXLEN": str(keys.ENDED_MAXLEN),
+        "TRANSITIONS": keys.TRANSITIONS,
         "INDEX_ALL": keys.INDEX_ALL,
         "INDEX_STATUS": keys.index_status(""),
         "INDEX_TYPE": keys.index_type(""),

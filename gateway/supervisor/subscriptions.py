@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
 from redis.exceptions import ResponseError
 
@@ -96,8 +96,13 @@ class Subscription:
 
 
 class Subscriptions:
-    def __init__(self, client: Commands, *, maxsize: int = 1000) -> None:
+    def __init__(
+        self, client: Commands, *, awake: Callable[[], Awaitable[None]], maxsize: int = 1000
+    ) -> None:
+        """``awake``: the events reader's (``EventReader.awake``), awaited once a
+        subscription is in place and before its replay reads the stream."""
         self._client = client
+        self._awake = awake
         self._maxsize = maxsize
         self._subs: dict[str, Subscription] = {}
 
@@ -163,15 +168,22 @@ class Subscriptions:
         since: str | None = None,
     ) -> Subscription:
         """``caller_id``: only events of that caller's jobs (a user's subscription)."""
+        if since is not None:
+            try:
+                StreamId.parse(since)
+            except ValueError:
+                raise InvalidParams(
+                    "since must be an events stream id like 1700000000000-0"
+                ) from None
         sub = Subscription(job_ids, script_type, self._maxsize, caller_id)
         self._add(sub)
+        try:
+            await self._awake()
+        except BaseException:
+            self.unsubscribe(sub.id)
+            raise
         if since is None:
             return sub
-        try:
-            StreamId.parse(since)
-        except ValueError:
-            self.unsubscribe(sub.id)
-            raise InvalidParams("since must be an events stream id like 1700000000000-0") from None
         sub._held = []
         sub._replay = asyncio.create_task(self._run_replay(sub, since), name=f"replay-{sub.id}")
         return sub

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.config import Config
@@ -35,7 +35,7 @@ from gateway.supervisor.batching import Merger
 from gateway.supervisor.connection import guarded
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
-from gateway.supervisor.replies import RawEntry, pairs
+from gateway.supervisor.replies import pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.waits import WaitHub
 from gateway.supervisor.wire import Wire
@@ -57,7 +57,6 @@ class Supervisor:
             compat=config.compat_legacy,
             reconcile=self.reconcile,
         )
-        self.subscriptions = Subscriptions(self.wire)
         # Waits need only terminal events at once; subscribers need them all.
         self._reader = EventReader(
             Wire(config.redis, "events"),
@@ -65,6 +64,7 @@ class Supervisor:
             on_ended=self.waits.on_events,
             ended_wanted=self._anyone_waits,
         )
+        self.subscriptions = Subscriptions(self.wire, awake=self._reader.awake)
         self._reader.add_listener(self.waits.on_events, wants=self._anyone_waits)
         self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
@@ -196,6 +196,7 @@ class Supervisor:
         timeout = _wait_seconds(wait, default=float(job.timeout))
         fut = self.waits.register(job.job_id)
         try:
+            await self._reader.awake()
             reply = await self._submit(job, start=True)
             if reply.verdict is not Verdict.EXISTS:
                 self.waits.created(job.job_id)
@@ -221,6 +222,7 @@ class Supervisor:
         self._must_watch()
         fut = self.waits.register(job_id)
         try:
+            await self._reader.awake()
             now = await self._result(job_id)
         except BaseException:
             self.waits.forget(job_id, fut)
@@ -323,6 +325,7 @@ class Supervisor:
 
     # -- watching ----------------------------------------------------------------
 
+    @guarded
     async def subscribe(
         self,
         *,
@@ -371,11 +374,14 @@ class Supervisor:
         counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
-    def add_event_listener(self, listener: Callable[[list[RawEntry]], None]) -> None:
-        """Be called with every batch the shared events reader sees (metrics,
-        audit), as read: [entry id, [name, value, ...]]; ``replies.pairs`` and
-        ``Event.from_entry`` decode one."""
-        self._reader.add_raw_listener(listener)
+    async def transition_counts(self) -> dict[tuple[str, str], int]:
+        """Job transitions since the count began, per (status, script type),
+        for the whole deployment (counted by the Functions as they emit)."""
+        counts: dict[tuple[str, str], int] = {}
+        for field, n in pairs(await self.wire.execute_command("HGETALL", keys.TRANSITIONS)).items():
+            status, _, script_type = field.partition(":")
+            counts[status, script_type] = int(n)
+        return counts
 
     @guarded
     async def report(self) -> dict[str, Any] | None:

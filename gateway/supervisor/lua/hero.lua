@@ -26,6 +26,7 @@ local JOB = '{{JOB}}'
 local EVENTS = '{{EVENTS}}'
 local ENDED = '{{ENDED}}'
 local ENDED_MAXLEN = '{{ENDED_MAXLEN}}'
+local TRANSITIONS = '{{TRANSITIONS}}'
 local IDX_ALL = '{{INDEX_ALL}}'
 local IDX_STATUS = '{{INDEX_STATUS}}'
 local IDX_TYPE = '{{INDEX_TYPE}}'
@@ -119,7 +120,8 @@ local function context(args)
     -- woken: queues whose idle actors this call has woken already;
     -- pushes, pushed: work queue -> the ids this call queued there, in order;
     -- moves, moved: job id -> {status before the call, status now}, in order;
-    -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order.
+    -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order;
+    -- counted, counts: TRANSITIONS field -> transitions emitted, in order.
   }
   -- as text once: each number given to redis.call is formatted anew
   ctx.ts = string.format('%d', ctx.ms)
@@ -231,6 +233,12 @@ local function flush(ctx)
     for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
     ctx.zadds, ctx.zkeys = nil, nil
   end
+  if ctx.counted then
+    for _, field in ipairs(ctx.counted) do
+      redis.call('HINCRBY', TRANSITIONS, field, ctx.counts[field])
+    end
+    ctx.counts, ctx.counted = nil, nil
+  end
 end
 
 -- Every Function is registered wrapped in this: what its call left pending
@@ -282,8 +290,21 @@ local OUTPUT_IN_EVENT = 4096
 
 -- `event` names the transition when it is not just the new status;
 -- `output`: the job's output when the caller has just written it.
+-- Each transition is also counted in TRANSITIONS per status and script type
+-- (one HINCRBY per distinct pair at `flush`): the metrics read that hash
+-- rather than every gateway reading every event (docs/performance.md).
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
+  local field = status .. ':' .. (f[1] or '')
+  local counts = tab(ctx, 'counts')
+  local n = counts[field]
+  if n then
+    counts[field] = n + 1
+  else
+    counts[field] = 1
+    local counted = tab(ctx, 'counted')
+    counted[#counted + 1] = field
+  end
   local result = ctx.tag or NONE
   if TERMINAL[status] then
     local out = output or redis.call('HGET', JOB .. id, 'output') or ''
