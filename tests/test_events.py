@@ -239,3 +239,40 @@ async def test_a_subscription_after_a_sleep_sees_what_comes_after_it_and_nothing
     assert seen == [
         (created["job_id"], status) for status in ("created", "dispatched", "started", "finished")
     ]
+
+
+async def test_a_listener_that_selects_jobs_is_handed_their_events_only(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
+    """The waits' way: only the entries of the jobs they wait for are decoded
+    and handed over, from the events stream and from ENDED alike; a listener
+    without ``select`` still gets every event."""
+    mine: list[Event] = []
+    ended: list[Event] = []
+    every: list[Event] = []
+    reader = EventReader(
+        Wire(redis_url, "test-events"),
+        eager=lambda: False,
+        on_ended=ended.extend,
+        ended_select=lambda job_id: job_id == "mine",
+    )
+    reader.add_listener(mine.extend, select=lambda job_id: job_id == "mine")
+    reader.add_listener(every.extend, wants=lambda: len(every) < 3)
+    await reader.start()
+    try:
+        ids = {}
+        for job_id in ("other", "mine"):
+            for status in ("created", "started", "finished"):
+                ids[job_id, status] = await add(rds, job_id, status)
+        await rds.xadd(keys.EVENTS, {"status": "created", "job_id": "mine"})  # fields reordered
+        await eventually(lambda: _at_least(mine, 4), within=5)
+        await eventually(lambda: _at_least(ended, 1), within=5)
+    finally:
+        await reader.stop()
+    assert [(e.job_id, e.status) for e in mine] == [
+        ("mine", "created"), ("mine", "started"), ("mine", "finished"), ("mine", "created"),
+    ]  # fmt: skip
+    assert {e.job_id for e in ended} == {"mine"}
+    assert [(e.job_id, e.status) for e in every[:3]] == [
+        ("other", "created"), ("other", "started"), ("other", "finished"),
+    ]  # fmt: skip

@@ -30,11 +30,13 @@ does what makes them; a sleeping reader then takes the newest id as its
 position (what went by while it slept was nobody's) before ``awake`` returns,
 so nothing after that call is missed.
 
-Decoding an entry into an ``Event`` costs more than reading it, and most
-batches interest nobody: a waiter cares only for its own job. So each
-listener says whether it ``wants`` events now, and a batch is decoded only
-for the listeners that do. Entries of ``keys.ENDED`` are decoded only when
-``on_ended`` wants them.
+Decoding an entry into an ``Event`` costs more than reading it (about
+6 µs), and most entries interest nobody: a waiter cares only for its own
+job. So each listener says whether it ``wants`` events now, and a batch is
+decoded only for the listeners that do; a listener that names the jobs it
+cares for (``select``, the waits) gets only their entries decoded, picked by
+the job id where ``emit`` and ``hero_log`` write it, first. Entries of
+``keys.ENDED`` are picked and decoded the same way for ``on_ended``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ from gateway.supervisor.wire import Wire
 log = logging.getLogger("gateway.supervisor.events")
 
 Listener = Callable[[list[Event]], None]
+#: Whether a listener cares for the events of the job of this id.
+Selector = Callable[[str], bool]
 
 #: Seconds the listeners' events may lag while only waiters are served.
 LINGER = 0.01
@@ -90,6 +94,18 @@ def _always() -> bool:
     return True
 
 
+def job_of(fields: list[Any]) -> str:
+    """An entry's job id, as read: the first field where hero.lua writes it,
+    else wherever another writer put it."""
+    if fields and fields[0] == "job_id":
+        return str(fields[1])
+    return str(pairs(fields).get("job_id", ""))
+
+
+def picked(batch: list[RawEntry], select: Selector) -> list[Event]:
+    return decoded([entry for entry in batch if select(job_of(entry[1]))])
+
+
 class EventReader:
     """Tails the events stream; listeners are called synchronously, in stream order."""
 
@@ -100,6 +116,7 @@ class EventReader:
         eager: Callable[[], bool] = lambda: True,
         on_ended: Listener | None = None,
         ended_wanted: Callable[[], bool] = _always,
+        ended_select: Selector | None = None,
         block_ms: int = 5000,
         count: int = 1000,
     ) -> None:
@@ -107,9 +124,10 @@ class EventReader:
         self._eager = eager
         self._on_ended = on_ended
         self._ended_wanted = ended_wanted
+        self._ended_select = ended_select
         self._block_ms = block_ms
         self._count = count
-        self._listeners: list[tuple[Listener, Callable[[], bool]]] = []
+        self._listeners: list[tuple[Listener, Callable[[], bool], Selector | None]] = []
         self._task: asyncio.Task[None] | None = None
         self.position = "0-0"
         self._ended_position = "0-0"  # newest entry of keys.ENDED handed to on_ended
@@ -121,11 +139,19 @@ class EventReader:
         self.healthy = False
         self._closed = False
 
-    def add_listener(self, listener: Listener, *, wants: Callable[[], bool] = _always) -> None:
+    def add_listener(
+        self,
+        listener: Listener,
+        *,
+        wants: Callable[[], bool] = _always,
+        select: Selector | None = None,
+    ) -> None:
         """``wants``: whether the listener has any use for events now (a
         waiter, a subscription); while it has none it is not called, and
-        costs no decoding. It must do nothing with a batch it does not want."""
-        self._listeners.append((listener, wants))
+        costs no decoding. It must do nothing with a batch it does not want.
+        ``select``: whether it cares for a job's events (by job id); it is
+        handed those only (None: every event)."""
+        self._listeners.append((listener, wants, select))
 
     async def start(self) -> None:
         self.position = self._ended_position = await last_id(self._wire)
@@ -245,16 +271,27 @@ class EventReader:
         if batch and self._on_ended is not None:
             self._ended_position = batch[-1][0]
             if self._ended_wanted():
-                self._call(self._on_ended, decoded(batch))
+                select = self._ended_select
+                ended = decoded(batch) if select is None else picked(batch, select)
+                if ended:
+                    self._call(self._on_ended, ended)
 
     def _deliver(self, batch: list[RawEntry]) -> None:
         if not batch:
             return
         self.position = batch[-1][0]
-        events: list[Event] | None = None
-        for listener, wants in self._listeners:
-            if wants():
-                events = decoded(batch) if events is None else events
+        every: list[Event] | None = None  # the whole batch, decoded once
+        for listener, wants, select in self._listeners:
+            if not wants():
+                continue
+            if select is None:
+                every = decoded(batch) if every is None else every
+                events = every
+            elif every is not None:
+                events = [event for event in every if select(event.job_id)]
+            else:
+                events = picked(batch, select)
+            if events:
                 self._call(listener, events)
 
     @staticmethod

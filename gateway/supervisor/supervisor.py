@@ -63,9 +63,12 @@ class Supervisor:
             eager=self._anyone_subscribed,
             on_ended=self.waits.on_events,
             ended_wanted=self._anyone_waits,
+            ended_select=self.waits.watches,
         )
         self.subscriptions = Subscriptions(self.wire, awake=self._reader.awake)
-        self._reader.add_listener(self.waits.on_events, wants=self._anyone_waits)
+        self._reader.add_listener(
+            self.waits.on_events, wants=self._anyone_waits, select=self.waits.watches
+        )
         self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
         #: The submits and the starts issued in one turn of the event loop (the

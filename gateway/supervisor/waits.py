@@ -91,6 +91,11 @@ class WaitHub:
     def waiting(self) -> int:
         return len(self._waits)
 
+    def watches(self, job_id: str) -> bool:
+        """Whether someone waits for this job (the events reader decodes
+        only such jobs' events for ``on_events``)."""
+        return job_id in self._waits
+
     # -- registering -----------------------------------------------------------
 
     def register(self, job_id: str) -> asyncio.Future[Result]:
