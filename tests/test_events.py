@@ -16,6 +16,7 @@ from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor import events as events_module
 from gateway.supervisor.events import LINGER, EventReader
+from gateway.supervisor.subscriptions import Subscription
 from gateway.supervisor.wire import Wire
 from tests.helpers import eventually, job
 
@@ -202,6 +203,39 @@ async def _all_finished(sup: Supervisor, job_ids: list[str]) -> bool:
     return statuses == ["finished"] * len(job_ids)
 
 
+#: The events of a job handed to an idle actor, in order.
+STEPS = ("created", "dispatched", "started", "finished")
+
+
+async def _asleep(sup: Supervisor) -> None:
+    """Run one job, then let KEEP_AWAKE (0.05 s in ``drowsy``) pass."""
+    await sup.run(job("before", script_type="osis"), wait=10)
+    await asyncio.sleep(0.3)
+
+
+async def _run_while_asleep(sup: Supervisor) -> str:
+    """A job submitted and finished while the reader sleeps: its id."""
+    (slept,) = await sup.submit_many([job("while asleep", script_type="osis")])
+    await eventually(lambda: _all_finished(sup, [slept["job_id"]]), within=10)
+    return str(slept["job_id"])
+
+
+async def _one_more_job_seen_by(
+    sup: Supervisor, sub: Subscription
+) -> tuple[str, list[tuple[str, str]]]:
+    """Create and start a job, then read ``sub`` up to that job's end."""
+    created = await sup.create(job("after", script_type="osis"))
+    await sup.start(created["job_id"])
+    seen: list[tuple[str, str]] = []
+    async with asyncio.timeout(10):
+        async for event in sub:
+            seen.append((event.job_id, event.status))
+            if event.job_id == created["job_id"] and event.status == "finished":
+                break
+    sup.unsubscribe(sub.id)
+    return created["job_id"], seen
+
+
 async def test_with_nobody_waiting_or_subscribed_the_reader_reads_nothing(drowsy: Any) -> None:
     sup, sent = drowsy
     await sup.run(job("warm-up", script_type="osis"), wait=10)
@@ -222,23 +256,11 @@ async def test_a_subscription_after_a_sleep_sees_what_comes_after_it_and_nothing
     drowsy: Any,
 ) -> None:
     sup, _ = drowsy
-    await sup.run(job("before", script_type="osis"), wait=10)
-    await asyncio.sleep(0.3)
-    slept = await sup.submit_many([job("while asleep", script_type="osis")])
-    await eventually(lambda: _all_finished(sup, [slept[0]["job_id"]]), within=10)
+    await _asleep(sup)
+    await _run_while_asleep(sup)
     sub = await sup.subscribe(script_type="osis")
-    created = await sup.create(job("after", script_type="osis"))
-    await sup.start(created["job_id"])
-    seen: list[tuple[str, str]] = []
-    async with asyncio.timeout(10):
-        async for event in sub:
-            seen.append((event.job_id, event.status))
-            if event.status == "finished":
-                break
-    sup.unsubscribe(sub.id)
-    assert seen == [
-        (created["job_id"], status) for status in ("created", "dispatched", "started", "finished")
-    ]
+    after, seen = await _one_more_job_seen_by(sup, sub)
+    assert seen == [(after, step) for step in STEPS]
 
 
 async def test_a_listener_that_selects_jobs_is_handed_their_events_only(
@@ -276,3 +298,37 @@ async def test_a_listener_that_selects_jobs_is_handed_their_events_only(
     assert [(e.job_id, e.status) for e in every[:3]] == [
         ("other", "created"), ("other", "started"), ("other", "finished"),
     ]  # fmt: skip
+
+
+async def test_a_wait_for_output_after_a_sleep_is_answered_by_the_events(drowsy: Any) -> None:
+    """``drowsy`` has no sweep: without ``awake`` this wait would time out."""
+    sup, sent = drowsy
+    await _asleep(sup)
+    created = await sup.create(job("waited for", script_type="osis"))
+    sent.clear()
+    waiter = asyncio.create_task(sup.output(created["job_id"], wait=10))
+    await eventually(lambda: asyncio.sleep(0, "XREAD" in sent), within=5)  # reading again
+    await sup.start(created["job_id"])
+    assert (await waiter)["output"] == "waited for"
+
+
+async def test_many_runs_at_once_wake_a_sleeping_reader_with_one_read(drowsy: Any) -> None:
+    sup, sent = drowsy
+    await _asleep(sup)
+    sent.clear()
+    runs = [sup.run(job(f"c{n}", script_type="osis"), wait=10) for n in range(20)]
+    done = await asyncio.gather(*runs)
+    assert [d["output"] for d in done] == [f"c{n}" for n in range(20)]
+    assert sent.count("XREVRANGE") == 1
+
+
+async def test_a_resumed_subscription_after_a_sleep_misses_nothing_and_repeats_nothing(
+    drowsy: Any, rds: aioredis.Redis
+) -> None:
+    sup, _ = drowsy
+    await _asleep(sup)
+    ((since, _),) = await rds.xrevrange(keys.EVENTS, count=1)
+    ended_asleep = await _run_while_asleep(sup)
+    sub = await sup.subscribe(script_type="osis", since=since)
+    after, seen = await _one_more_job_seen_by(sup, sub)
+    assert seen == [(ended_asleep, step) for step in STEPS] + [(after, step) for step in STEPS]

@@ -28,7 +28,7 @@ awake), the reader sleeps and reads nothing: a producer's stream of submits
 costs it no reads. Whoever comes to need events calls ``awake`` before it
 does what makes them; a sleeping reader then takes the newest id as its
 position (what went by while it slept was nobody's) before ``awake`` returns,
-so nothing after that call is missed.
+so nothing written after ``awake`` returns is missed.
 
 Decoding an entry into an ``Event`` costs more than reading it (about
 6 µs), and most entries interest nobody: a waiter cares only for its own

@@ -176,6 +176,8 @@ class Subscriptions:
                     "since must be an events stream id like 1700000000000-0"
                 ) from None
         sub = Subscription(job_ids, script_type, self._maxsize, caller_id)
+        if since is not None:
+            sub._held = []  # from the first live event on: the replay goes first
         self._add(sub)
         try:
             await self._awake()
@@ -184,7 +186,6 @@ class Subscriptions:
             raise
         if since is None:
             return sub
-        sub._held = []
         sub._replay = asyncio.create_task(self._run_replay(sub, since), name=f"replay-{sub.id}")
         return sub
 

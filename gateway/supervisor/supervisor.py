@@ -377,9 +377,9 @@ class Supervisor:
         counts = await self.wire.pipeline([("ZCARD", keys.index_status(s)) for s in STATUSES])
         return dict(zip(STATUSES, (int(c) for c in counts), strict=True))
 
+    @guarded
     async def transition_counts(self) -> dict[tuple[str, str], int]:
-        """Job transitions since the count began, per (status, script type),
-        for the whole deployment (counted by the Functions as they emit)."""
+        """The deployment's job transitions per (status, script type), as emitted."""
         counts: dict[tuple[str, str], int] = {}
         for field, n in pairs(await self.wire.execute_command("HGETALL", keys.TRANSITIONS)).items():
             status, _, script_type = field.partition(":")
