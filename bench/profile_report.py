@@ -10,12 +10,17 @@ the event loop's select/epoll), as percentages of all samples.
 
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
-IDLE = re.compile(r"\b(select|poll|epoll_wait|_run_once \(asyncio/base_events.py:\d+\)$)")
+#: A sample whose innermost Python frame is one of these waits in asyncio's poll.
+_POLLING = ("select", "epoll", "poll (selectors.py)")
+#: Under uvloop the loop is C code with no Python frame of its own: a sample
+#: whose innermost frame is this one is in it, polling or running its own
+#: callbacks, which py-spy cannot tell apart.
+_UVLOOP = "Runner.run (runners.py)"
 _LINE = re.compile(r" \(([^()]*?):\d+\)")
 
 
@@ -28,7 +33,7 @@ def _frame(frame: str) -> str:
 def summarize(path: Path, top: int = 25) -> str:
     self_t: Counter[str] = Counter()
     total_t: Counter[str] = Counter()
-    samples = idle = 0
+    samples = idle = in_uvloop = 0
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -39,8 +44,10 @@ def summarize(path: Path, top: int = 25) -> str:
             continue
         samples += count
         leaf = frames[-1]
-        if "select" in leaf or "epoll" in leaf or "poll (selectors.py)" in leaf:
+        if any(word in leaf for word in _POLLING):
             idle += count
+        elif leaf == _UVLOOP:
+            in_uvloop += count
         self_t[leaf] += count
         for f in set(frames):
             total_t[f] += count
@@ -49,7 +56,8 @@ def summarize(path: Path, top: int = 25) -> str:
     out = [
         f"## {path.name}",
         "",
-        f"{samples} samples, {100 * idle / samples:.1f}% idle (event loop waiting)",
+        f"{samples} samples, {100 * idle / samples:.1f}% idle (asyncio's poll), "
+        f"{100 * in_uvloop / samples:.1f}% in uvloop's own C code (its poll included)",
         "",
         "| self % | function |",
         "| ---: | --- |",
@@ -60,10 +68,16 @@ def summarize(path: Path, top: int = 25) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(paths: list[str]) -> None:
-    for p in paths:
-        print(summarize(Path(p)))
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", type=Path, help="py-spy raw (collapsed) stack files")
+    parser.add_argument("--top", type=int, default=25, help="functions per table (default 25)")
+    args = parser.parse_args(argv)
+    for path in args.files:
+        if not path.is_file():
+            parser.error(f"no such file: {path}")
+        print(summarize(path, args.top))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
