@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +16,7 @@ from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor import events as events_module
 from gateway.supervisor.events import LINGER, EventReader
-from gateway.supervisor.subscriptions import Subscription
+from gateway.supervisor.subscriptions import Subscription, Subscriptions
 from gateway.supervisor.wire import Wire
 from tests.helpers import eventually, job
 
@@ -52,11 +52,19 @@ async def feed(redis_url: str) -> AsyncIterator[tuple[Feed, Callable[..., EventR
 
 
 async def add(rds: aioredis.Redis, job_id: str, status: str) -> str:
-    """An event as hero.lua writes it: terminal ones also go to ENDED, same id."""
-    entry: str = await rds.xadd(keys.EVENTS, {"job_id": job_id, "status": status})
-    if status in {"finished", "error"}:
-        await rds.xadd(keys.ENDED, {"job_id": job_id, "status": status}, id=entry)
-    return entry
+    """An event as hero.lua writes it: terminal ones also go to ENDED, same id,
+    in the same step (a reader never sees one without the other)."""
+    if status not in {"finished", "error"}:
+        entry: str = await rds.xadd(
+            keys.EVENTS, {"job_id": job_id, "event": status, "status": status}
+        )
+        return entry
+    both = (
+        "local id = redis.call('XADD', KEYS[1], '*', 'job_id', ARGV[1], 'event', ARGV[2], "
+        "'status', ARGV[2]) redis.call('XADD', KEYS[2], id, 'job_id', ARGV[1], 'status', ARGV[2]) "
+        "return id"
+    )
+    return str(await rds.eval(both, 2, keys.EVENTS, keys.ENDED, job_id, status))
 
 
 async def test_lazy_reader_hands_every_event_once_in_order_and_each_end_at_least_once(
@@ -263,15 +271,37 @@ async def test_a_subscription_after_a_sleep_sees_what_comes_after_it_and_nothing
     assert seen == [(after, step) for step in STEPS]
 
 
-async def test_a_listener_that_selects_jobs_is_handed_their_events_only(
-    redis_url: str, rds: aioredis.Redis
+def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every entry the readers decode from now: (where from, job id), where
+    from is "events" or "ended" (an ENDED copy has no ``event`` field)."""
+    decodes: list[tuple[str, str]] = []
+    real = Event.from_entry
+
+    def counted(entry_id: str, raw: Mapping[str, str], *, strict: bool = False) -> Event:
+        decodes.append(("events" if "event" in raw else "ended", raw.get("job_id", "")))
+        return real(entry_id, raw, strict=strict)
+
+    monkeypatch.setattr(Event, "from_entry", counted)
+    return decodes
+
+
+async def _mine_and_others(rds: aioredis.Redis) -> None:
+    for job_id in ("other", "mine"):
+        for status in ("created", "started", "finished"):
+            await add(rds, job_id, status)
+    await rds.xadd(
+        keys.EVENTS, {"status": "created", "event": "created", "job_id": "mine"}
+    )  # reordered
+
+
+async def test_a_listener_that_selects_jobs_gets_and_costs_their_entries_only(
+    redis_url: str, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The waits' way: only the entries of the jobs they wait for are decoded
-    and handed over, from the events stream and from ENDED alike; a listener
-    without ``select`` still gets every event."""
+    and handed over, from the events stream and from ENDED alike."""
+    decodes = _count_decodes(monkeypatch)
     mine: list[Event] = []
     ended: list[Event] = []
-    every: list[Event] = []
     reader = EventReader(
         Wire(redis_url, "test-events"),
         eager=lambda: False,
@@ -279,25 +309,64 @@ async def test_a_listener_that_selects_jobs_is_handed_their_events_only(
         ended_select=lambda job_id: job_id == "mine",
     )
     reader.add_listener(mine.extend, select=lambda job_id: job_id == "mine")
-    reader.add_listener(every.extend, wants=lambda: len(every) < 3)
     await reader.start()
     try:
-        ids = {}
-        for job_id in ("other", "mine"):
-            for status in ("created", "started", "finished"):
-                ids[job_id, status] = await add(rds, job_id, status)
-        await rds.xadd(keys.EVENTS, {"status": "created", "job_id": "mine"})  # fields reordered
+        await _mine_and_others(rds)
         await eventually(lambda: _at_least(mine, 4), within=5)
-        await eventually(lambda: _at_least(ended, 1), within=5)
     finally:
         await reader.stop()
     assert [(e.job_id, e.status) for e in mine] == [
         ("mine", "created"), ("mine", "started"), ("mine", "finished"), ("mine", "created"),
     ]  # fmt: skip
-    assert {e.job_id for e in ended} == {"mine"}
-    assert [(e.job_id, e.status) for e in every[:3]] == [
-        ("other", "created"), ("other", "started"), ("other", "finished"),
-    ]  # fmt: skip
+    assert {e.job_id for e in ended} <= {"mine"}
+    assert {job_id for _, job_id in decodes} == {"mine"}  # no entry of "other" decoded
+
+
+async def test_a_batch_wanted_whole_is_decoded_once_for_every_listener(
+    redis_url: str, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decodes = _count_decodes(monkeypatch)
+    mine: list[Event] = []
+    every: list[Event] = []
+    reader = EventReader(Wire(redis_url, "test-events"), eager=lambda: True)
+    reader.add_listener(mine.extend, select=lambda job_id: job_id == "mine")
+    reader.add_listener(every.extend)
+    await reader.start()
+    try:
+        await _mine_and_others(rds)
+        await eventually(lambda: _at_least(every, 7), within=5)
+    finally:
+        await reader.stop()
+    assert [e.job_id for e in every] == ["other"] * 3 + ["mine"] * 4
+    assert [e.job_id for e in mine] == ["mine"] * 4
+    assert [where for where, _ in decodes] == ["events"] * 7  # once each, not again for mine
+
+
+async def test_a_live_event_during_awake_waits_for_the_replay(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
+    """A ``since`` subscription parks live events from the moment it is
+    added: one the reader hands over while ``awake`` runs goes out after
+    the replay, not before it."""
+    replayed = [await add(rds, "r", status) for status in ("created", "started")]
+    live = await add(rds, "r", "finished")
+
+    async def awake() -> None:  # the reader hands over a batch before awake returns
+        subs.on_events([Event.from_entry(live, {"job_id": "r", "status": "finished"})])
+
+    client = Wire(redis_url, "test-replay")
+    subs = Subscriptions(client, awake=awake)
+    try:
+        sub = await subs.subscribe(job_ids=["r"], since="0-0")
+        seen: list[str] = []
+        async with asyncio.timeout(5):
+            async for event in sub:
+                seen.append(str(event.id))
+                if len(seen) == 3:
+                    break
+    finally:
+        await client.aclose()
+    assert seen == [*replayed, live]
 
 
 async def test_a_wait_for_output_after_a_sleep_is_answered_by_the_events(drowsy: Any) -> None:

@@ -280,13 +280,12 @@ class EventReader:
         if not batch:
             return
         self.position = batch[-1][0]
-        every: list[Event] | None = None  # the whole batch, decoded once
-        for listener, wants, select in self._listeners:
-            if not wants():
-                continue
+        wanting = [(listener, select) for listener, wants, select in self._listeners if wants()]
+        # the whole batch decoded once if anyone takes every event; else per selector
+        every = decoded(batch) if any(select is None for _, select in wanting) else None
+        for listener, select in wanting:
             if select is None:
-                every = decoded(batch) if every is None else every
-                events = every
+                events = every or []
             elif every is not None:
                 events = [event for event in every if select(event.job_id)]
             else:

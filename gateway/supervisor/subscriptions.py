@@ -184,7 +184,7 @@ class Subscriptions:
         except BaseException:
             self.unsubscribe(sub.id)
             raise
-        if since is None:
+        if since is None or sub.closed:  # closed: it overflowed while awake() ran
             return sub
         sub._replay = asyncio.create_task(self._run_replay(sub, since), name=f"replay-{sub.id}")
         return sub
