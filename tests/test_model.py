@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -22,8 +23,9 @@ from mypy import api as mypy_api
 
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
-from gateway.model import Event, StreamId, UnknownFields
+from gateway.model import Event, StreamId, UnknownFields, library
 from gateway.model.event import COMMON_FIELDS, ENTRY_FIELDS, OPTIONAL_FIELDS
+from gateway.model.job import compact_json
 from gateway.model.library import CLAIM_FIELDS
 from gateway.supervisor import Supervisor, keys
 from tests.helpers import eventually, job, started
@@ -189,3 +191,13 @@ def test_mypy_refuses_to_index_a_reply(tmp_path: Path) -> None:
     (_, bad_status, bad_out), (_, good_status, good_out) = found
     assert bad_status == 1 and 'Value of type "Reply" is not indexable' in bad_out, bad_out
     assert good_status == 0, good_out
+
+
+def test_function_arguments_carry_every_string_as_it_was() -> None:
+    """orjson's text where it can, the standard encoder's where it refuses a
+    string (a lone surrogate): either way JSON gives back the same strings."""
+    strings = ["plain", "é ü 中", 'quote " and \\ back', "line\nbreak \u2028", "\x00", ""]
+    assert json.loads(library.strings_json(strings)) == strings
+    assert library.strings_json(strings) != compact_json(strings)  # orjson's: raw UTF-8
+    lone = ["a\ud800b"]
+    assert library.strings_json(lone) == compact_json(lone) == '["a\\ud800b"]'

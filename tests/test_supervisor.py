@@ -383,6 +383,18 @@ async def test_events_stream_is_trimmed_to_about_maxlen(
 # -- reading ------------------------------------------------------------------
 
 
+async def test_any_text_a_job_is_given_is_stored_as_it_was(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """The submit's arguments reach Lua as orjson's JSON (raw UTF-8), its
+    env_vars field as the standard encoder's: both decode to the same text."""
+    script = "print('é ü 中 \u2028 \\ \" \x01')\n"
+    await sup.create(job(script, job_id="u1", env_vars={"GREETING": "grüß 中"}))
+    got = await sup.get("u1")
+    assert got["script"] == script and got["env_vars"] == {"GREETING": "grüß 中"}
+    assert await rds.hget(keys.job("u1"), "env_vars") == '{"GREETING":"gr\\u00fc\\u00df \\u4e2d"}'
+
+
 async def test_get_and_status_decode_the_hash(sup: Supervisor) -> None:
     spec = job(job_id="g1", env_vars={"A": "1"}, caller_id="me", timeout=5, retries=2)
     await sup.create(spec)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, NewType, TypeVar, cast
 
+import orjson
+
 from gateway.config import Config
 from gateway.model.job import JobSpec, compact_json
 
@@ -127,12 +129,24 @@ def _transition(row: Sequence[Any]) -> Transition:
     return Transition(Verdict.DONE, kind, (rest or [""])[0] or None)
 
 
+def strings_json(strings: list[str]) -> str:
+    """A list of strings as a Function's JSON argument. hero.lua decodes it
+    (cjson), so only the strings count, not how the text escapes them:
+    orjson's text (0.17 against 1.9 µs for a job's fields), or the standard
+    encoder's for a string orjson refuses (a lone surrogate, which only the
+    Python API can pass: the RPC layer refuses it)."""
+    try:
+        return orjson.dumps(strings).decode()
+    except orjson.JSONEncodeError:
+        return compact_json(strings)
+
+
 def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[Transition]]:
     """Create (and ``start``) each job, given with the queue it goes to."""
     args: list[Arg] = ["1" if start else "0"]
     for job, queue in jobs:
-        prerequisites = compact_json(list(job.prerequisites)) if job.prerequisites else "[]"
-        args += [job.job_id, prerequisites, compact_json(job.hash_fields(queue))]
+        prerequisites = strings_json(list(job.prerequisites)) if job.prerequisites else "[]"
+        args += [job.job_id, prerequisites, strings_json(job.hash_fields(queue))]
     return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
 
 
