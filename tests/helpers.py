@@ -30,6 +30,15 @@ def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     }
 
 
+def transitions(text: bytes) -> dict[tuple[str, str], float]:
+    """``hero_job_transitions_total`` of a /metrics text, by (status, script type)."""
+    return {
+        (dict(labels)["status"], dict(labels)["script_type"]): n
+        for (name, labels), n in samples(text).items()
+        if name == "hero_job_transitions_total"
+    }
+
+
 def job(script: str = "print('ok')", **fields: Any) -> dict[str, Any]:
     """A JobSpec for tests."""
     return {"script": script, "script_type": fields.pop("script_type", "python"), **fields}

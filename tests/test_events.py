@@ -285,41 +285,59 @@ def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return decodes
 
 
-async def _mine_and_others(rds: aioredis.Redis) -> None:
-    for job_id in ("other", "mine"):
-        for status in ("created", "started", "finished"):
-            await add(rds, job_id, status)
-    await rds.xadd(
-        keys.EVENTS, {"status": "created", "event": "created", "job_id": "mine"}
-    )  # reordered
+MINE = "mine"
+
+
+def _mine(job_id: str) -> bool:
+    return job_id == MINE
+
+
+async def _fed(reader: EventReader, rds: aioredis.Redis, done: Callable[[], bool]) -> None:
+    """Start ``reader``, write three events of "other" and four of "mine"
+    (the last with its fields in another order than hero.lua's), and stop
+    it once ``done``."""
+    await reader.start()
+    try:
+        for job_id in ("other", MINE):
+            for status in ("created", "started", "finished"):
+                await add(rds, job_id, status)
+        await rds.xadd(keys.EVENTS, {"status": "created", "event": "created", "job_id": MINE})
+        await eventually(lambda: asyncio.sleep(0, done()), within=5)
+    finally:
+        await reader.stop()
 
 
 async def test_a_listener_that_selects_jobs_gets_and_costs_their_entries_only(
     redis_url: str, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The waits' way: only the entries of the jobs they wait for are decoded
-    and handed over, from the events stream and from ENDED alike."""
+    and handed over."""
     decodes = _count_decodes(monkeypatch)
     mine: list[Event] = []
+    reader = EventReader(Wire(redis_url, "test-events"), eager=lambda: True)
+    reader.add_listener(mine.extend, select=_mine)
+    await _fed(reader, rds, lambda: len(mine) >= 4)
+    assert [e.status for e in mine] == ["created", "started", "finished", "created"]
+    assert decodes == [("events", MINE)] * 4  # no entry of "other" decoded
+
+
+async def test_ended_entries_are_selected_the_same_way(
+    redis_url: str, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While it lingers (30 s here) the reader reads ENDED alone, so both
+    ends come from there: "mine"'s is handed over, "other"'s not decoded."""
+    monkeypatch.setattr(events_module, "LINGER", 30.0)
+    decodes = _count_decodes(monkeypatch)
     ended: list[Event] = []
     reader = EventReader(
         Wire(redis_url, "test-events"),
         eager=lambda: False,
         on_ended=ended.extend,
-        ended_select=lambda job_id: job_id == "mine",
+        ended_select=_mine,
     )
-    reader.add_listener(mine.extend, select=lambda job_id: job_id == "mine")
-    await reader.start()
-    try:
-        await _mine_and_others(rds)
-        await eventually(lambda: _at_least(mine, 4), within=5)
-    finally:
-        await reader.stop()
-    assert [(e.job_id, e.status) for e in mine] == [
-        ("mine", "created"), ("mine", "started"), ("mine", "finished"), ("mine", "created"),
-    ]  # fmt: skip
-    assert {e.job_id for e in ended} <= {"mine"}
-    assert {job_id for _, job_id in decodes} == {"mine"}  # no entry of "other" decoded
+    await _fed(reader, rds, lambda: bool(ended))
+    assert [(e.job_id, e.status) for e in ended] == [(MINE, "finished")]
+    assert ("ended", "other") not in decodes
 
 
 async def test_a_batch_wanted_whole_is_decoded_once_for_every_listener(
@@ -329,16 +347,11 @@ async def test_a_batch_wanted_whole_is_decoded_once_for_every_listener(
     mine: list[Event] = []
     every: list[Event] = []
     reader = EventReader(Wire(redis_url, "test-events"), eager=lambda: True)
-    reader.add_listener(mine.extend, select=lambda job_id: job_id == "mine")
+    reader.add_listener(mine.extend, select=_mine)
     reader.add_listener(every.extend)
-    await reader.start()
-    try:
-        await _mine_and_others(rds)
-        await eventually(lambda: _at_least(every, 7), within=5)
-    finally:
-        await reader.stop()
-    assert [e.job_id for e in every] == ["other"] * 3 + ["mine"] * 4
-    assert [e.job_id for e in mine] == ["mine"] * 4
+    await _fed(reader, rds, lambda: len(every) >= 7)
+    assert [e.job_id for e in every] == ["other"] * 3 + [MINE] * 4
+    assert [e.job_id for e in mine] == [MINE] * 4
     assert [where for where, _ in decodes] == ["events"] * 7  # once each, not again for mine
 
 

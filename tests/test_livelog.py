@@ -17,7 +17,7 @@ from gateway.metrics import Metrics
 from gateway.model import Event
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually, job, samples
+from tests.helpers import eventually, job, transitions
 from tests.server_support import assert_event_shape
 
 Reported = list[tuple[str, tuple[float, str] | None, str]]
@@ -190,15 +190,6 @@ async def test_log_and_progress_events_are_no_transitions_in_the_metrics(
         await link.report_output("t2", "more", (0.75, "most"), cap=100)
     finally:
         await link.close()
-    found = samples(await metrics.render())
-    counted = {
-        dict(labels)["status"]: n
-        for (name, labels), n in found.items()
-        if name == "hero_job_transitions_total"
-    }
-    assert counted == {"created": 1, "dispatched": 1, "started": 1}
-    assert all(
-        dict(labels)["script_type"] == "python"
-        for name, labels in found
-        if name == "hero_job_transitions_total"
-    )
+    assert transitions(await metrics.render()) == {
+        ("created", "python"): 1, ("dispatched", "python"): 1, ("started", "python"): 1,
+    }  # fmt: skip

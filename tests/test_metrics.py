@@ -6,7 +6,7 @@ from typing import Any
 
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
-from tests.helpers import job, samples
+from tests.helpers import job, samples, transitions
 
 
 async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, actors: Any) -> None:
@@ -20,7 +20,8 @@ async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, a
     metrics.observe_call("job.get", 0.001, -32001)
     actors()
     await sup.run(job("print(1)"), wait=20)
-    found = samples(await metrics.render())
+    text = await metrics.render()
+    found = samples(text)
     labels = (("group", "g"), ("instance", ""), ("priority", "1"),
               ("queue", "hero:q:work:type:osis:group:g"), ("script_type", "osis"))  # fmt: skip
     assert found[("hero_queue_depth", labels)] == 3
@@ -30,13 +31,8 @@ async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, a
     assert found[("hero_jobs", (("status", "dispatched"),))] == 3
     assert found[("hero_jobs", (("status", "created"),))] == 1
     assert found[("hero_jobs", (("status", "finished"),))] == 1
-    transitions = {
-        (dict(labels)["status"], dict(labels)["script_type"]): n
-        for (name, labels), n in found.items()
-        if name == "hero_job_transitions_total"
-    }
     # the run went created -> dispatched -> started -> finished; the others wait
-    assert transitions == {
+    assert transitions(text) == {
         ("created", "osis"): 3, ("dispatched", "osis"): 3, ("created", "python"): 2,
         ("dispatched", "python"): 1, ("started", "python"): 1, ("finished", "python"): 1,
     }  # fmt: skip

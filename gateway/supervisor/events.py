@@ -102,7 +102,14 @@ def job_of(fields: list[Any]) -> str:
     return str(pairs(fields).get("job_id", ""))
 
 
-def picked(batch: list[RawEntry], select: Selector) -> list[Event]:
+def taken(batch: list[RawEntry], select: Selector | None, every: list[Event] | None) -> list[Event]:
+    """What a listener with ``select`` (None: every event) takes of the batch:
+    from ``every``, the batch decoded already, if it was; else only the
+    entries it takes are decoded."""
+    if every is not None:
+        return every if select is None else [event for event in every if select(event.job_id)]
+    if select is None:
+        return decoded(batch)
     return decoded([entry for entry in batch if select(job_of(entry[1]))])
 
 
@@ -271,8 +278,7 @@ class EventReader:
         if batch and self._on_ended is not None:
             self._ended_position = batch[-1][0]
             if self._ended_wanted():
-                select = self._ended_select
-                ended = decoded(batch) if select is None else picked(batch, select)
+                ended = taken(batch, self._ended_select, None)
                 if ended:
                     self._call(self._on_ended, ended)
 
@@ -284,12 +290,7 @@ class EventReader:
         # the whole batch decoded once if anyone takes every event; else per selector
         every = decoded(batch) if any(select is None for _, select in wanting) else None
         for listener, select in wanting:
-            if select is None:
-                events = every or []
-            elif every is not None:
-                events = [event for event in every if select(event.job_id)]
-            else:
-                events = picked(batch, select)
+            events = taken(batch, select, every)
             if events:
                 self._call(listener, events)
 
