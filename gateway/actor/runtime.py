@@ -27,7 +27,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from gateway import eventloop, logs
+from gateway.actor import logfiles
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog, LogUnwritable
 from gateway.actor.livelog import LiveLog
@@ -36,6 +39,7 @@ from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE, user_of
+from gateway.supervisor.wire import Wire
 from gateway.supervisor.worker import ActorLink
 
 log = logging.getLogger("gateway.actor")
@@ -59,7 +63,7 @@ class Actor:
         self.instance = instance or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.log_dir = Path(config.log_dir) if config.log_dir else state_dir() / "logs"
-        self._log_prefix = os.path.join(self.log_dir, "")  # + job id + ".log": a job's log
+        self._log_prefix = os.path.join(self.log_dir, "")  # + logfiles.file_name: a job's log
         self._handlers: dict[str, Handler] = {}
         self._stopping = asyncio.Event()
         self._links: set[ActorLink] = set()  # woken by stop()
@@ -95,11 +99,15 @@ class Actor:
             raise RuntimeError("no handler registered; use @actor.handler(script_type)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
+        sweeping = asyncio.create_task(self._sweep_logs(), name="actor-log-sweep")
         try:
             await asyncio.gather(
                 *(self._serve_type(i, t, h) for i, (t, h) in enumerate(self._handlers.items()))
             )
         finally:
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
             for handler in self._handlers.values():
                 if isinstance(handler, PythonExecutor):
                     await handler.aclose()
@@ -171,6 +179,22 @@ class Actor:
                 continue  # reported the last ones: leave (at the top)
             await link.wait_for_work()  # stop() wakes it too
 
+    async def _sweep_logs(self) -> None:
+        """Remove expired jobs' log files now and every ``logfiles.SWEEP_EVERY``
+        seconds, on a connection of its own opened only for the sweep."""
+        if self.config.job_ttl <= 0:
+            return
+        while True:
+            wire = Wire(self.config.redis, "actor-log-sweep")
+            try:
+                present = logfiles.present_in(wire)
+                await logfiles.sweep(str(self.log_dir), self.config.job_ttl, present)
+            except (*UNAVAILABLE, ResponseError) as exc:  # the next sweep tries again
+                log.warning("cannot sweep the job logs", extra={"error": str(exc)})
+            finally:
+                await wire.aclose()
+            await asyncio.sleep(logfiles.SWEEP_EVERY)
+
     async def _connect(self, link: ActorLink) -> bool:
         """Open the link, waiting out a Redis that is not up yet (with backoff)."""
         delay = 0.1
@@ -187,7 +211,7 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        log_path = self._log_prefix + job.job_id + ".log"  # no pathlib per job
+        log_path = self._log_prefix + logfiles.file_name(job.job_id)  # no pathlib per job
         joblog = JobLog(log_path, self.config.job_max_log)
         ctx = JobContext(job, joblog)
 

@@ -114,7 +114,8 @@ class JobSettings:
     log_dir: str | None = setting(
         None,
         str,
-        "Folder for per-job log files the actor writes. Default: under the user state dir.",
+        "Folder for per-job log files the actor writes, removed once their job has expired "
+        "(HERO_JOB_TTL). Default: under the user state dir.",
         ("actor", "dev"),
     )
     sandbox: str = setting(

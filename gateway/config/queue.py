@@ -141,7 +141,7 @@ class QueueSettings:
     job_ttl: int = setting(
         7 * 24 * 3600,
         parse_int,
-        "Seconds an ended job, its reply and its logs are kept (0: forever).",
+        "Seconds an ended job, its reply and its logs (log files too) are kept (0: forever).",
         ("serve", "actor", "dev"),
     )
     presence_ttl: int = setting(
