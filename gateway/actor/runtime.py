@@ -191,6 +191,8 @@ class Actor:
                 await logfiles.sweep(str(self.log_dir), self.config.job_ttl, present)
             except (*UNAVAILABLE, ResponseError) as exc:  # the next sweep tries again
                 log.warning("cannot sweep the job logs", extra={"error": str(exc)})
+            except Exception:  # a sweep never stops the actor serving jobs
+                log.exception("sweeping the job logs failed")
             finally:
                 await wire.aclose()
             await asyncio.sleep(logfiles.SWEEP_EVERY)
