@@ -33,7 +33,7 @@ class JobContext:
 
     def log(self, line: str) -> None:
         """Append a line to the job's log (readable through ``job.logs``, live)."""
-        self.joblog.write((line + "\n").encode())
+        self.joblog.write((line + "\n").encode("utf-8", "replace"))  # an id may hold surrogates
 
     def progress(self, fraction: float, message: str = "") -> None:
         """Report how far the job is, from 0 to 1, and what it is doing.

@@ -155,7 +155,7 @@ class PythonExecutor:
         hit: str | None = None
         cpu = self._cpu(job.timeout)
         try:
-            (workdir / "job.py").write_text(job.script)
+            (workdir / "job.py").write_bytes(os.fsencode(job.script))  # the bytes it came as
             inside = JOB_DIR if self.sandbox else str(workdir)
             env = {
                 "PATH": os.defpath,

@@ -119,7 +119,7 @@ class Sandbox:
             args += ["--setenv", name, value]
         if any("\0" in arg for arg in args):
             raise ValueError("env_vars may not contain NUL characters")
-        return b"".join(arg.encode() + b"\0" for arg in args)
+        return b"".join(os.fsencode(arg) + b"\0" for arg in args)  # as exec would pass them
 
     def prepare(self, workdir: Path) -> None:
         """Hand the job folder to the job's uid (it is the one place it may write)."""

@@ -76,6 +76,11 @@ def _keepalive_options() -> dict[int, int]:
     }
 
 
+#: How text that is not UTF-8 is read from Redis and written back: Python's
+#: own convention for bytes that are not text (as in file names).
+TEXT_ERRORS = "surrogateescape"
+
+
 def connection(url: str, name: str) -> AbstractConnection:
     """An unconnected redis-py connection for ``url``, as redis-py builds it
     for its own pools (URL options included), named ``hero-gateway/<name>``
@@ -85,6 +90,11 @@ def connection(url: str, name: str) -> AbstractConnection:
         url,
         client_name=f"hero-gateway/{name}",
         decode_responses=True,
+        # what Redis holds need not be UTF-8 (any producer may write bytes):
+        # such a byte decodes to a lone surrogate instead of failing the reply,
+        # which would end the connection and every call in flight on it, and
+        # goes back to Redis as the same byte (wire._pack)
+        encoding_errors=TEXT_ERRORS,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=None,
         health_check_interval=0,

@@ -50,7 +50,13 @@ from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseErro
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.supervisor.connection import CONNECT_TIMEOUT, RedisNotReady, connection, reply_error
+from gateway.supervisor.connection import (
+    CONNECT_TIMEOUT,
+    TEXT_ERRORS,
+    RedisNotReady,
+    connection,
+    reply_error,
+)
 
 Push = Callable[[list[Any]], None]
 
@@ -94,7 +100,7 @@ class _Link:
     def _pack(self, commands: Sequence[Sequence[Any]]) -> list[bytes]:
         if not self.up or not self.conn.is_connected:  # else redis-py would dial again
             raise RedisConnectionError("connection to Redis lost")
-        return [hiredis.pack_command(tuple(c)) for c in commands]
+        return [_packed(c) for c in commands]
 
     def _queue(self, packed: list[bytes]) -> None:
         if not packed:
@@ -286,6 +292,20 @@ class Wire:
             raise
         link.on_push = self._on_push  # the handshake was answered as ordinary replies
         return link
+
+
+def _packed(command: Sequence[Any]) -> bytes:
+    """``command`` in RESP. hiredis encodes text strictly; a string read from
+    Redis with bytes that were not UTF-8 (``connection.TEXT_ERRORS``) goes
+    back as those bytes, so an actor can report the job it was given."""
+    try:
+        packed: bytes = hiredis.pack_command(tuple(command))
+    except UnicodeEncodeError:
+        raw: tuple[Any, ...] = tuple(
+            a.encode("utf-8", TEXT_ERRORS) if isinstance(a, str) else a for a in command
+        )
+        packed = hiredis.pack_command(raw)
+    return packed
 
 
 async def _track(link: _Link, prefixes: Sequence[str]) -> bool:

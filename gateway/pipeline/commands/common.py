@@ -65,6 +65,9 @@ def redis_client(url: str, *, socket_timeout: float | None = None) -> redis.Redi
         client = redis.Redis.from_url(
             url,
             decode_responses=True,
+            # a producer may have written bytes that are not UTF-8: archived as
+            # U+FFFD (Parquet strings are UTF-8) rather than failing every batch
+            encoding_errors="replace",
             socket_connect_timeout=5,
             socket_timeout=socket_timeout,
         )

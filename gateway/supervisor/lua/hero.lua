@@ -896,14 +896,25 @@ end
 local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 'timeout',
   'retries', 'created_at', 'env_vars', 'prerequisites', 'concurrent', 'caller_id'}
 
+-- Fields only this library writes, which the Functions act on: an outside
+-- job's hash is not trusted with them. A `legacy` list would have the claim
+-- LREM whatever keys it names, `mode` stream would turn the type's work list
+-- into a stream on a retry, a `deaths` that is not a number would fail every
+-- reap (hero_reap's HINCRBY), an `entry` would be acked in a stream.
+local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry'}
+
 -- Fill in what a job of ours has, index the job and emit its `created` event.
--- The caller_id stays as the producer left it: none means admins only.
+-- The caller_id stays as the producer left it: none means admins only. The
+-- script type is the queue's, which the actor popping it serves (a hash may
+-- say otherwise, or carry any text, which would name index keys and metric
+-- series).
 -- Returns why the job cannot run, or nil.
 local function adopt(ctx, id, q)
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, unpack(ADOPT_FIELDS))
   local from = queue_parts(q)
-  local script_type = some(f[2], from.script_type)
+  local script_type = some(from.script_type, f[2] or '')
+  redis.call('HDEL', jk, unpack(OURS_ONLY))
   local env = json_of(f[9], 'object', '{}')
   local created = f[8]
   if not (created and string.find(created, '^%d%d%d%d%-%d%d%-%d%dT')) then created = ctx.iso end

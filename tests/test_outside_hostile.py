@@ -1,0 +1,119 @@
+"""An outside producer's job hash is data, not instructions — real
+redis-server, real python actors, as a stranger with a plain client writes it.
+
+Each case was an attack that worked: a hash naming keys for the claim to LREM,
+asking for stream mode (which turned the type's work list into a stream on a
+retry), carrying a death count that failed every reap, or holding bytes that
+are not UTF-8 (which wedged the actor that popped them and failed listings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import Actor, python_actor
+from gateway.config import Config
+from gateway.pipeline.archive import ArchiveOptions, Archiver
+from gateway.pipeline.commands.common import redis_client
+from gateway.pipeline.store import read_events
+from gateway.supervisor import Supervisor, keys
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.timeout(90)
+
+TYPE_Q = "hero:q:work:type:python"
+
+
+async def push(client: aioredis.Redis, job_id: bytes, fields: dict[str, bytes | str]) -> None:
+    await client.hset(b"hero:job:" + job_id, mapping=fields)
+    await client.lpush(TYPE_Q, job_id)
+
+
+async def final(raw: aioredis.Redis, job_id: bytes, within: float = 20) -> dict[bytes, bytes]:
+    async def ended() -> bool:
+        return await raw.hget(b"hero:job:" + job_id, "status") in {b"finished", b"error", b"dlq"}
+
+    await eventually(ended, within=within)
+    got: dict[bytes, bytes] = await raw.hgetall(b"hero:job:" + job_id)
+    return got
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A client that writes and reads bytes, as any producer may."""
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def test_fields_of_ours_in_an_outside_hash_steer_nothing(
+    fast: Config,
+    fsup: Supervisor,
+    rds: aioredis.Redis,
+    raw: aioredis.Redis,
+    actors: Callable[..., Actor],
+) -> None:
+    """The retry is promoted by ``fsup``'s maintenance."""
+    actors(python_actor(fast))
+    await push(raw, b"base", {"script": "print('base')"})  # hero:idx:all is not empty
+    assert (await final(raw, b"base"))[b"status"] == b"finished"
+    await push(
+        raw,
+        b"hostile",
+        {
+            "script": "raise SystemExit(3)",
+            "retries": "1",  # a retry re-dispatches by the job's mode
+            "mode": "stream",
+            "legacy": keys.INDEX_ALL,  # the claim would LREM it: WRONGTYPE, the actor dies
+            "deaths": "x",  # every reap's HINCRBY would fail
+            "entry": "1-1",
+            "script_type": "other",  # index keys and metric series named by any text
+        },
+    )
+    ended = await final(raw, b"hostile")
+    assert (ended[b"status"], ended[b"attempt"]) == (b"dlq", b"2")  # retried once, then failed
+    assert ended[b"script_type"] == b"python"
+    assert b"deaths" not in ended and b"legacy" not in ended and b"mode" not in ended
+    assert await rds.type(TYPE_Q) in {"list", "none"}
+    assert await rds.zscore(keys.INDEX_ALL, "base") is not None
+    assert await rds.exists(keys.index_type("other")) == 0
+    await push(raw, b"after", {"script": "print('after')"})
+    assert (await final(raw, b"after"))[b"output"] == b"after\n"
+
+
+async def test_bytes_that_are_not_utf8_wedge_nothing(
+    config: Config,
+    sup: Supervisor,
+    raw: aioredis.Redis,
+    actors: Callable[..., Actor],
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """Such an id and such a script each end their own job; the actor goes on,
+    listings and the archive still work."""
+    actors()
+    await push(raw, b"bad\xff", {"script": "print('odd id')"})
+    odd_id = await final(raw, b"bad\xff")
+    assert (odd_id[b"status"], odd_id[b"output"]) == (b"finished", b"odd id\n")
+    await push(raw, b"badscript", {"script": b"print(1)\xff\xfe"})
+    assert (await final(raw, b"badscript"))[b"status"] == b"error"
+    await push(raw, b"after", {"script": "print('after')"})
+    assert (await final(raw, b"after"))[b"output"] == b"after\n"
+
+    listed = {j["id"] for j in (await sup.list_jobs())["jobs"]}
+    assert {"bad\udcff", "badscript", "after"} <= listed
+    assert {q["queue"] for q in await sup.queue_stats("python")} >= {TYPE_Q}
+
+    client = redis_client(redis_url)
+    try:
+        archive = ArchiveOptions(out=tmp_path / "archive", consumer="c1", batch=100)
+        await asyncio.to_thread(Archiver(client, archive).run, once=True)
+    finally:
+        client.close()
+    archived = read_events(tmp_path / "archive").column("job_id").to_pylist()
+    assert archived.count("bad\ufffd") == 4  # created, dispatched, started, finished
