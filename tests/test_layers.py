@@ -41,6 +41,7 @@ LAYERS = {
     "gateway.supervisor.keys": "supervisor.keys",
     "gateway.supervisor.worker": "supervisor.actor_api",
     "gateway.supervisor.connection": "supervisor.actor_api",
+    "gateway.supervisor.retention": "supervisor.actor_api",
     # structured logging; masks API keys, so it knows their prefix (supervisor.auth)
     "gateway.logs": "logs",
     "gateway.rpc": "rpc",

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext, logfiles
 from gateway.config import Config
 from gateway.supervisor import Supervisor
-from gateway.supervisor.wire import Wire
+from gateway.supervisor.retention import JobLookup
 from tests.helpers import eventually
 
 DAY = 86400
@@ -93,18 +93,18 @@ async def test_sweep_removes_only_expired_jobs_files(
     (folder / "link.log").symlink_to(outside)
     age(folder / "link.log", 2 * DAY)
     await rds.hset("hero:job:running", "status", "started")
-    wire = Wire(redis_url, "test-sweep")
+    lookup = JobLookup(Config(redis_url=redis_url))
+    present = lookup.present
     try:
-        present = logfiles.present_in(wire)
         assert await logfiles.sweep(str(folder), 0, present) == 0  # a TTL of 0 keeps all
         assert await logfiles.sweep(str(folder), DAY, present) == 2
+        assert await logfiles.sweep(str(tmp_path / "missing"), DAY, present) == 0
     finally:
-        await wire.aclose()
+        await lookup.aclose()
     left = sorted(p.name for p in folder.iterdir())
     assert left == sorted(["running.log", "fresh.log", "notes.txt", ".hidden.log", "dir.log",
                            "link.log"])  # fmt: skip
     assert outside.read_text() == "not a job's"
-    assert await logfiles.sweep(str(tmp_path / "missing"), DAY, present) == 0
 
 
 async def test_an_actor_sweeps_its_folder_when_it_starts(

@@ -4,7 +4,7 @@
 clients and from producers we did not write: an outside LPUSH is adopted
 whatever its id (hero.lua ``adopt``), so an id like ``../../x`` would have the
 actor write its job's output outside its folder. An id that is not an
-identifier (``keys.IDENT_PATTERN``: letters, digits, ``_ . -``, not starting
+identifier (``IDENT_PATTERN``: letters, digits, ``_ . -``, not starting
 with a dot, no ``/``) names no file: that job's log is
 ``id-<sha256 of the id>.log``, the same file for every attempt. The job
 hash's ``log_path`` names it either way.
@@ -31,8 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 
-from gateway.supervisor import keys
-from gateway.supervisor.connection import Commands
+from gateway.model.job import IDENT_PATTERN
 
 #: Seconds between two sweeps of the log folder by one actor process.
 SWEEP_EVERY = 3600.0
@@ -40,8 +39,8 @@ SWEEP_EVERY = 3600.0
 #: Names per Redis round trip when asking which jobs are still there.
 BATCH = 500
 
-_IDENT = re.compile(keys.IDENT_PATTERN)
-_LOG_FILE = re.compile(f"({keys.IDENT_PATTERN})\\.log")
+_IDENT = re.compile(IDENT_PATTERN)
+_LOG_FILE = re.compile(f"({IDENT_PATTERN})\\.log")
 _HASHED = re.compile("id-[0-9a-f]{64}")
 
 log = logging.getLogger("gateway.actor.logfiles")
@@ -82,20 +81,8 @@ def stale(folder: str, ttl: int, now: float) -> Iterator[Stale]:
                 yield Stale(entry.path, None if _HASHED.fullmatch(stem) else stem)
 
 
-#: Which of these job ids Redis still has a hash for.
+#: Which of these job ids Redis still has a hash for (``retention.JobLookup.present``).
 Present = Callable[[list[str]], Awaitable[Collection[str]]]
-
-
-def present_in(client: Commands) -> Present:
-    """``Present`` asked of ``client``'s Redis, one pipeline per call."""
-
-    async def present(job_ids: list[str]) -> set[str]:
-        if not job_ids:
-            return set()
-        replies = await client.pipeline([("HMGET", keys.job(j), "status") for j in job_ids])
-        return {j for j, (status,) in zip(job_ids, replies, strict=True) if status is not None}
-
-    return present
 
 
 def _unlink(paths: list[str]) -> int:

@@ -39,7 +39,7 @@ from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE, user_of
-from gateway.supervisor.wire import Wire
+from gateway.supervisor.retention import JobLookup
 from gateway.supervisor.worker import ActorLink
 
 log = logging.getLogger("gateway.actor")
@@ -185,16 +185,15 @@ class Actor:
         if self.config.job_ttl <= 0:
             return
         while True:
-            wire = Wire(self.config.redis, "actor-log-sweep")
+            lookup = JobLookup(self.config)
             try:
-                present = logfiles.present_in(wire)
-                await logfiles.sweep(str(self.log_dir), self.config.job_ttl, present)
+                await logfiles.sweep(str(self.log_dir), self.config.job_ttl, lookup.present)
             except (*UNAVAILABLE, ResponseError) as exc:  # the next sweep tries again
                 log.warning("cannot sweep the job logs", extra={"error": str(exc)})
             except Exception:  # a sweep never stops the actor serving jobs
                 log.exception("sweeping the job logs failed")
             finally:
-                await wire.aclose()
+                await lookup.aclose()
             await asyncio.sleep(logfiles.SWEEP_EVERY)
 
     async def _connect(self, link: ActorLink) -> bool:

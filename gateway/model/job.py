@@ -25,6 +25,12 @@ TERMINAL = frozenset(contract.resolve("#/components/schemas/EndedStatus")["enum"
 #: besides its transitions: their status is the job's (started), not a new one.
 REPORT_EVENTS = frozenset(("log", "progress"))
 
+#: What a job id, script type, group, instance, caller id or worker id may look
+#: like, matched whole (``re.fullmatch``: Python's ``$`` would let a trailing
+#: newline through). Such a name is safe in a Redis key (no ``:``, no glob
+#: characters) and as a file name (no ``/``, no leading dot).
+IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
+
 #: Priority 1 (normal) is the plain queue key, so plain Hero actors see normal
 #: jobs; 0 (high) and 2 (low) get their own queues (``keys.work_queue``).
 DEFAULT_PRIORITY = 1

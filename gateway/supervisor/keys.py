@@ -13,14 +13,11 @@ no client can inject ``:`` or glob characters into a key name.
 from __future__ import annotations
 
 from gateway.model.job import DEFAULT_PRIORITY as DEFAULT_PRIORITY  # stats.py reads it here too
+from gateway.model.job import IDENT_PATTERN as IDENT_PATTERN  # what may go into a key
 from gateway.model.job import JobSpec
 
 PREFIX = "hero"
 
-#: What a job id, script type, group, instance, caller id or worker id may look
-#: like, matched whole (``re.fullmatch``: Python's ``$`` would let a trailing
-#: newline through).
-IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
