@@ -117,3 +117,59 @@ async def test_bytes_that_are_not_utf8_wedge_nothing(
         client.close()
     archived = read_events(tmp_path / "archive").column("job_id").to_pylist()
     assert archived.count("bad\ufffd") == 4  # created, dispatched, started, finished
+
+
+@pytest.mark.parametrize(
+    ("prepare", "fields", "status"),
+    [
+        # its reply queue made a hash: the job ends, with no reply to push
+        ({"hero:q:reply:evil": "hash"}, {"script": "print('ran')"}, "finished"),
+        # its caller's index made a hash: adoption fails, for this job only
+        ({"hero:idx:caller:zz": "hash"}, {"script": "print(1)", "caller_id": "zz"}, "error"),
+        # the job "hash" is a list: nothing can record it; it leaves the held list
+        ({"hero:job:evil": "list"}, {}, None),
+    ],
+    ids=["reply-key", "caller-index", "job-key"],
+)
+async def test_a_key_of_the_wrong_type_fails_only_its_own_job(
+    raw: aioredis.Redis,
+    rds: aioredis.Redis,
+    actors: Callable[..., Actor],
+    prepare: dict[str, str],
+    fields: dict[str, bytes | str],
+    status: str | None,
+) -> None:
+    """Before, Redis refused the whole hero_cycle (WRONGTYPE): the actor died,
+    and a restarted one under the same name died again on its held list."""
+    for key, kind in prepare.items():
+        if kind == "hash":
+            await rds.hset(key, "a", "b")
+        else:
+            await rds.lpush(key, "x")
+    actors()
+    if fields:
+        await push(raw, b"evil", fields)
+        assert (await final(raw, b"evil"))[b"status"] == status.encode()  # type: ignore[union-attr]
+    else:
+        await raw.lpush(TYPE_Q, b"evil")
+    await push(raw, b"after", {"script": "print('after')"})
+    assert (await final(raw, b"after"))[b"output"] == b"after\n"
+    held = [k async for k in rds.scan_iter("hero:q:held:*")]
+    assert [await rds.lrange(k, 0, -1) for k in held] == [[] for _ in held]
+
+
+async def test_a_maintenance_step_redis_refuses_stops_no_other(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """Someone made the retry schedule a list: promoting fails on every tick,
+    and the later steps (here: recording an end an outside actor wrote) still run."""
+    await sup.maintenance.stop()  # ticks by hand
+    await rds.lpush(keys.DELAYED, "junk")
+    await sup.create({"script_type": "osis", "script": "x", "job_id": "n1"})
+    await sup.start("n1")
+    assert await rds.lpop("hero:q:work:type:osis") == "n1"
+    await rds.hset("hero:job:n1", mapping={"status": "finished", "output": "osis"})
+    assert await sup.maintenance.lead()
+    done = await sup.maintenance.tick()
+    assert (done["promoted"], done["expired"]) == (0, 1)
+    assert (await sup.status("n1"))["status"] == "finished"

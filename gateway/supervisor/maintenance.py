@@ -26,6 +26,8 @@ import time
 import uuid
 from typing import TypeVar
 
+from redis.exceptions import ResponseError
+
 from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import Call
@@ -76,6 +78,16 @@ class Maintenance:
     async def _call(self, fcall: Call[R]) -> R:
         return await library.call(self._client, self._config, fcall)
 
+    async def _step(self, fcall: Call[int]) -> int:
+        """One step of a tick. Redis refusing it (a key of the wrong type that
+        someone else wrote, say) fails that step alone: the others, which
+        every actor and job of the deployment rely on, still run."""
+        try:
+            return await self._call(fcall)
+        except ResponseError as exc:
+            log.error("maintenance step failed", extra={"step": fcall.function, "error": str(exc)})
+            return 0
+
     async def lead(self) -> bool:
         ttl_ms = int(self._interval * 3000)
         return await self._call(functions.lead(self.holder, ttl_ms))
@@ -100,18 +112,18 @@ class Maintenance:
                 await self._client.execute_command("ZREM", keys.ACTORS, lease)
                 continue
             deaths = self._config.max_actor_deaths
-            n = await self._call(functions.reap(lease, keys.held(*parts), deaths, ttl_ms))
+            n = await self._step(functions.reap(lease, keys.held(*parts), deaths, ttl_ms))
             if n:
                 log.warning("jobs of a dead actor", extra={"actor": lease, "jobs": n})
             done["reaped"] += n
-        done["promoted"] = await self._call(functions.promote())
+        done["promoted"] = await self._step(functions.promote())
         grace_ms = int(self._config.timeout_grace * 1000)
-        done["expired"] = await self._call(functions.expire(grace_ms, 500))
-        done["pruned"] = await self._call(functions.prune(1000))
+        done["expired"] = await self._step(functions.expire(grace_ms, 500))
+        done["pruned"] = await self._step(functions.prune(1000))
         idle_ms = int(self.stale_consumer_after * 1000)
         for script_type in self._config.stream_types:
             stream = keys.work_stream(script_type)
-            done["consumers"] += await self._call(functions.stream_prune(stream, idle_ms))
+            done["consumers"] += await self._step(functions.stream_prune(stream, idle_ms))
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
         return done

@@ -339,9 +339,12 @@ local function retain(ctx, id, status)
     cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
+-- The reply queue is the producer's to read (Hero protocol): one it made a
+-- key of another type gets no reply, and the job still ends (else its end,
+-- and every later call meeting it, would fail on WRONGTYPE).
 local function push_reply(ctx, id, status, output, err)
   local rk = REPLY .. id
-  redis.call('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
+  redis.pcall('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
   if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl_s) end
   tab(ctx, 'replied')[id] = true
 end
@@ -942,6 +945,38 @@ local function reject(ctx, id, reason)
   on_terminal(ctx, id, 'error')
 end
 
+-- The text of an error raised inside a pcall (redis.call raises a table).
+local function error_text(r)
+  return type(r) == 'table' and r.err or tostring(r)
+end
+
+-- A job one of whose commands Redis refused ends in error, if its hash can
+-- still say so.
+local function set_aside(ctx, id, msg)
+  local st = redis.call('HGET', JOB .. id, 'status')
+  if TERMINAL[st or ''] then return end
+  push_reply(ctx, id, 'error', '', msg)
+  set_status(ctx, id, st or nil, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
+  on_terminal(ctx, id, 'error')
+end
+
+-- `f(ctx, ...)` for one job of a many-job call. When Redis refuses one of
+-- its commands (an outside producer left a key of the wrong type: the job's
+-- hash, its caller's index), that job alone fails: it leaves `held` (when
+-- given), ends in error where it can, and the call goes on with the others,
+-- whose actor would otherwise die on every cycle. Redis keeps the writes made
+-- before the failure, as it does for a whole call.
+local function alone(ctx, held, id, f, ...)
+  local ok, r = pcall(f, ctx, ...)
+  if ok then return r end
+  ctx.tag = nil  -- as `take` leaves it
+  local msg = 'the job cannot be run: ' .. error_text(r)
+  redis.log(redis.LOG_WARNING, 'hero: job ' .. id .. ' set aside: ' .. msg)
+  if held then redis.pcall('LREM', held, 0, id) end
+  pcall(set_aside, ctx, id, msg)
+  return nil
+end
+
 -- An id popped from `q` into `held`: the row to run it from, or nil. An
 -- outside id whose hash (or script) is not there yet is parked for
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
@@ -971,18 +1006,22 @@ end
 
 -- Parked ids whose grace is over: queued again when their job is complete
 -- now, else failed with the reason.
+local function settle_one(ctx, o)
+  local f = redis.call('HMGET', JOB .. o.id, 'status')
+  if not redis.call('ZSCORE', IDX_ALL, o.id) and outside_waiting(f[1]) then
+    local missing = redis.call('EXISTS', JOB .. o.id) == 0
+    local reason = adopt(ctx, o.id, o.queue)
+    if missing then reason = 'no job hash for the id popped from ' .. o.queue end
+    if reason then reject(ctx, o.id, reason) else dispatch(ctx, o.id, 'created') end
+  end
+end
+
 local function settle(ctx, limit)
   local due = redis.call('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
   for _, raw in ipairs(due) do
     redis.call('ZREM', ORPHANS, raw)
     local o = cjson.decode(raw)
-    local f = redis.call('HMGET', JOB .. o.id, 'status')
-    if not redis.call('ZSCORE', IDX_ALL, o.id) and outside_waiting(f[1]) then
-      local missing = redis.call('EXISTS', JOB .. o.id) == 0
-      local reason = adopt(ctx, o.id, o.queue)
-      if missing then reason = 'no job hash for the id popped from ' .. o.queue end
-      if reason then reject(ctx, o.id, reason) else dispatch(ctx, o.id, 'created') end
-    end
+    alone(ctx, nil, o.id, settle_one, o)
   end
   return #due
 end
@@ -1007,7 +1046,7 @@ local function claim(ctx, held, who, count, queues, grace_ms, out)
     while #out < count do
       local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
       if not id then break end
-      out[#out + 1] = claim_one(ctx, held, who, q, id, grace_ms)
+      out[#out + 1] = alone(ctx, held, id, claim_one, held, who, q, id, grace_ms)
     end
   end
   return out
@@ -1151,8 +1190,8 @@ local function hero_cycle(keys, args)
   if args[H + 5] ~= '' then who.consumer, who.stream = args[H + 5], keys[3] end
   for i = 0, n - 1 do
     local b = H + 12 + i * 6
-    finish(ctx, held, who, {id = args[b], status = args[b + 1], output = args[b + 2],
-      error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
+    alone(ctx, held, args[b], finish, held, who, {id = args[b], status = args[b + 1],
+      output = args[b + 2], error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
   end
   promote(ctx, 100)
   -- one read of ORPHANS when none is due (the usual cycle): settle only then
