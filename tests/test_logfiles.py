@@ -22,26 +22,41 @@ from tests.helpers import eventually
 DAY = 86400
 
 
+def written(job_id: str) -> str:
+    return "id-" + job_id.encode("utf-8", "surrogateescape").hex() + ".log"
+
+
 def hashed(job_id: str) -> str:
-    return "id-" + hashlib.sha256(job_id.encode()).hexdigest() + ".log"
+    return "id-sha256-" + hashlib.sha256(job_id.encode()).hexdigest() + ".log"
 
 
 @pytest.mark.parametrize(
     ("job_id", "name"),
     [
         ("job-1.a_b", "job-1.a_b.log"),
-        ("../../escaped", hashed("../../escaped")),
-        ("a/b", hashed("a/b")),
-        (".hidden", hashed(".hidden")),
-        ("..", hashed("..")),
-        ("x" * 129, hashed("x" * 129)),
-        ("line\nbreak", hashed("line\nbreak")),
-        ("id-" + "0" * 64, hashed("id-" + "0" * 64)),  # never another id's hashed name
-        ("", hashed("")),
+        ("../../escaped", written("../../escaped")),
+        ("a/b", written("a/b")),
+        (".hidden", written(".hidden")),
+        ("..", written("..")),
+        ("line\nbreak", written("line\nbreak")),
+        ("bad\udcff", "id-626164ff.log"),  # the byte Redis held
+        ("id-42", written("id-42")),  # never another id's written name
+        ("", "id-.log"),
+        ("x" * 120 + "/", hashed("x" * 120 + "/")),  # 121 bytes: too long to write out
+        ("é" * 60, written("é" * 60)),  # 120 bytes: the longest written out
     ],
 )
-def test_file_name(job_id: str, name: str) -> None:
+def test_file_name_and_back(job_id: str, name: str) -> None:
     assert logfiles.file_name(job_id) == name
+    assert len(name.encode()) <= 255
+    assert logfiles.job_of(name) == (True, None if name.startswith("id-sha256-") else job_id)
+
+
+@pytest.mark.parametrize(
+    "name", ["notes.txt", ".hidden.log", "id-zz.log", "id-6162 .log", "id-6A.log", "x.log.gz"]
+)
+def test_names_no_job_has(name: str) -> None:
+    assert logfiles.job_of(name)[0] is False
 
 
 async def test_an_outside_id_cannot_write_outside_the_log_folder(
@@ -62,7 +77,7 @@ async def test_an_outside_id_cannot_write_outside_the_log_folder(
     log_dir = Path(config.log_dir or "")
     assert not (tmp_path / "escaped.log").exists()
     log_path = Path(await rds.hget(f"hero:job:{job_id}", "log_path") or "")
-    assert log_path == log_dir / hashed(job_id)
+    assert log_path == log_dir / written(job_id)
     assert log_path.read_text() == "pwned\n"
 
 
@@ -71,52 +86,78 @@ def age(path: Path, seconds: float) -> None:
     os.utime(path, (then, then), follow_symlinks=False)
 
 
+async def sweep(redis_url: str, folder: Path, ttl: int) -> int:
+    lookup = JobLookup(Config(redis_url=redis_url))
+    try:
+        return await logfiles.sweep(str(folder), ttl, lookup.present)
+    finally:
+        await lookup.aclose()
+
+
 async def test_sweep_removes_only_expired_jobs_files(
     redis_url: str, rds: aioredis.Redis, tmp_path: Path
 ) -> None:
     folder = tmp_path / "logs"
     folder.mkdir()
-    outside = tmp_path / "keep.log"
-    outside.write_text("not a job's")
     files = {
         "expired.log": 2 * DAY,  # its job is gone: removed
         "running.log": 2 * DAY,  # its job is still in Redis: kept
         "fresh.log": 60,  # written within the TTL: kept
-        hashed("../x"): 2 * DAY,  # no id to ask about, old: removed
-        "notes.txt": 2 * DAY,  # not a job log: kept
-        ".hidden.log": 2 * DAY,  # no job id makes this name: kept
+        written("a/b"): 2 * DAY,  # its job is gone: removed
+        written("c/d"): 2 * DAY,  # its job is still in Redis: kept
+        hashed("x" * 200): 2 * DAY,  # no id to ask about, old: removed
     }
     for name, seconds in files.items():
         (folder / name).write_text(name)
         age(folder / name, seconds)
-    (folder / "dir.log").mkdir()
-    (folder / "link.log").symlink_to(outside)
-    age(folder / "link.log", 2 * DAY)
     await rds.hset("hero:job:running", "status", "started")
-    lookup = JobLookup(Config(redis_url=redis_url))
-    present = lookup.present
-    try:
-        assert await logfiles.sweep(str(folder), 0, present) == 0  # a TTL of 0 keeps all
-        assert await logfiles.sweep(str(folder), DAY, present) == 2
-        assert await logfiles.sweep(str(tmp_path / "missing"), DAY, present) == 0
-    finally:
-        await lookup.aclose()
+    await rds.lpush("hero:job:c/d", "a key of another type still counts")
+    assert await sweep(redis_url, folder, 0) == 0  # a TTL of 0 keeps all
+    assert await sweep(redis_url, folder, DAY) == 3
     left = sorted(p.name for p in folder.iterdir())
-    assert left == sorted(["running.log", "fresh.log", "notes.txt", ".hidden.log", "dir.log",
-                           "link.log"])  # fmt: skip
-    assert outside.read_text() == "not a job's"
+    assert left == sorted(["running.log", "fresh.log", written("c/d"), logfiles.MARKER])
+    assert await sweep(redis_url, tmp_path / "missing", DAY) == 0
+
+
+async def test_a_folder_holding_other_files_is_never_swept(redis_url: str, tmp_path: Path) -> None:
+    """An operator's HERO_LOG_DIR shared with another program: nothing goes,
+    not even what looks like a job log."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    for name in ("syslog.log", "notes.txt"):
+        (folder / name).write_text(name)
+        age(folder / name, 2 * DAY)
+    assert await sweep(redis_url, folder, DAY) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "syslog.log"]
+    (folder / "link.log").symlink_to(folder / "notes.txt")  # a link is no job log either
+    (folder / "notes.txt").unlink()
+    assert await sweep(redis_url, folder, DAY) == 0
+    assert (folder / "syslog.log").exists()
+
+
+def test_a_file_it_may_not_remove_stops_no_other(tmp_path: Path) -> None:
+    """One removal the system refuses (here: a path under a file) leaves the
+    others to go, and is reported once."""
+    (tmp_path / "a.log").write_text("a")
+    (tmp_path / "c.log").write_text("c")
+    paths = [str(tmp_path / "a.log" / "b.log"), str(tmp_path / "a.log"), str(tmp_path / "c.log")]
+    removed, error = logfiles._unlink(paths)
+    assert removed == 2 and isinstance(error, NotADirectoryError)
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_an_actor_sweeps_its_folder_when_it_starts(
     config: Config, sup: Supervisor, actors: Callable[..., Actor]
 ) -> None:
-    """An actor started on a folder holding an expired job's log removes it,
-    and keeps the logs of the jobs it runs."""
+    """An actor started on a folder holding logs a month old removes the one
+    whose job has expired and keeps the one whose job Redis still has."""
     short = replace(config, job_ttl=3600)
     folder = Path(short.log_dir or "")
     folder.mkdir(parents=True)
-    (folder / "old.log").write_text("from last month")
-    age(folder / "old.log", 30 * DAY)
+    await sup.create({"script_type": "python", "script": "x", "job_id": "alive"})
+    for name in ("old.log", "alive.log"):
+        (folder / name).write_text("from last month")
+        age(folder / name, 30 * DAY)
     actor = Actor(short)
 
     @actor.handler("python")
@@ -132,4 +173,5 @@ async def test_an_actor_sweeps_its_folder_when_it_starts(
         return not (folder / "old.log").exists()
 
     await eventually(swept, within=10)
+    assert (folder / "alive.log").exists() and (folder / logfiles.MARKER).exists()
     assert (folder / "new.log").read_text() == "kept\n"

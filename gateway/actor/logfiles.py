@@ -4,20 +4,28 @@
 clients and from producers we did not write: an outside LPUSH is adopted
 whatever its id (hero.lua ``adopt``), so an id like ``../../x`` would have the
 actor write its job's output outside its folder. An id that is not an
-identifier (``IDENT_PATTERN``: letters, digits, ``_ . -``, not starting
-with a dot, no ``/``) names no file: that job's log is
-``id-<sha256 of the id>.log``, the same file for every attempt. The job
-hash's ``log_path`` names it either way.
+identifier (``IDENT_PATTERN``: letters, digits, ``_ . -``, not starting with
+a dot, no ``/``), or that starts with ``id-``, is written out instead:
+``id-<hex of the id's bytes>.log``, or ``id-sha256-<its SHA-256>.log`` when
+that would pass the file system's 255-byte limit. Either way one file per
+job, the same for every attempt, and the job hash's ``log_path`` names it.
 
 **Retention.** An ended job's hash, reply and Redis log live ``HERO_JOB_TTL``
 seconds (hero.lua ``retain``); its file goes too. At start and every
-``SWEEP_EVERY`` seconds, ``sweep`` removes the ``*.log`` files in the folder
-that nobody wrote for longer than that TTL and whose job Redis no longer
-has. A job's last write comes before its end, and its hash lives a TTL after
-the end, so only expired jobs' files qualify; the check against Redis keeps
-the log of a job still running after a TTL of silence. A TTL of 0 keeps
-everything, as it does in Redis. Only regular files named as above are
-touched: nothing in sub-folders, no symbolic links.
+``SWEEP_EVERY`` seconds, ``sweep`` removes the job log files in the folder
+that nobody wrote for longer than that TTL and whose job Redis no longer has
+(``supervisor/retention.py`` asks). A job's last write comes before its end,
+and its hash lives a TTL after the end, so only expired jobs' files go; the
+check against Redis keeps the log of a job still running after a TTL of
+silence. Only a file named ``id-sha256-…`` cannot name its job: it goes on
+its age alone. A TTL of 0 keeps everything, as it does in Redis.
+
+**Whose folder.** The sweep removes files only in a folder that carries
+``MARKER``, which it writes when the folder holds nothing but job logs (a new
+folder, or one an earlier version filled). A folder that holds anything else
+(an operator's ``HERO_LOG_DIR`` shared with another program) is never swept:
+the actor says so in its log. Only regular files are touched, never links or
+sub-folders.
 """
 
 from __future__ import annotations
@@ -28,10 +36,11 @@ import logging
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from gateway.model.job import IDENT_PATTERN
+from gateway.supervisor.connection import TEXT_ERRORS
 
 #: Seconds between two sweeps of the log folder by one actor process.
 SWEEP_EVERY = 3600.0
@@ -39,18 +48,46 @@ SWEEP_EVERY = 3600.0
 #: Names per Redis round trip when asking which jobs are still there.
 BATCH = 500
 
+#: The file that makes a folder the actors' to sweep.
+MARKER = ".hero-job-logs"
+
 _IDENT = re.compile(IDENT_PATTERN)
-_LOG_FILE = re.compile(f"({IDENT_PATTERN})\\.log")
-_HASHED = re.compile("id-[0-9a-f]{64}")
+_ENCODED = "id-"  # + hex of the id's bytes
+_HASHED = "id-sha256-"  # + SHA-256 of the id's bytes, for a long id
+_SHA256 = re.compile("[0-9a-f]{64}")
+#: Bytes of an id written out in hex: "id-" + 240 + ".log" stays under 255.
+_HEX_MAX = 120
 
 log = logging.getLogger("gateway.actor.logfiles")
 
 
 def file_name(job_id: str) -> str:
     """The log file's name for ``job_id``: safe in any folder, one per job."""
-    if _IDENT.fullmatch(job_id) and not _HASHED.fullmatch(job_id):
+    if _IDENT.fullmatch(job_id) and not job_id.startswith(_ENCODED):
         return job_id + ".log"
-    return "id-" + hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest() + ".log"
+    raw = job_id.encode("utf-8", TEXT_ERRORS)
+    if len(raw) <= _HEX_MAX:
+        return _ENCODED + raw.hex() + ".log"
+    return _HASHED + hashlib.sha256(raw).hexdigest() + ".log"
+
+
+def job_of(name: str) -> tuple[bool, str | None]:
+    """Whether ``name`` is one ``file_name`` makes, and the job id it names
+    (None for a hashed name)."""
+    stem, dot_log, rest = name.rpartition(".log")
+    if not dot_log or rest:
+        return False, None
+    if stem.startswith(_HASHED):
+        return bool(_SHA256.fullmatch(stem[len(_HASHED) :])), None
+    if stem.startswith(_ENCODED):
+        written = stem[len(_ENCODED) :]
+        try:
+            raw = bytes.fromhex(written)
+        except ValueError:
+            return False, None
+        job_id = raw.decode("utf-8", TEXT_ERRORS)
+        return file_name(job_id) == name, job_id
+    return bool(_IDENT.fullmatch(stem)), stem
 
 
 @dataclass(frozen=True)
@@ -61,39 +98,55 @@ class Stale:
     job_id: str | None
 
 
-def stale(folder: str, ttl: int, now: float) -> Iterator[Stale]:
-    """The job log files in ``folder`` nobody wrote for ``ttl`` seconds."""
+def stale(folder: str, ttl: int, now: float) -> list[Stale] | None:
+    """The job log files in ``folder`` nobody wrote for ``ttl`` seconds; None
+    when the folder is not the actors' (see ``MARKER``)."""
     try:
-        entries = os.scandir(folder)
+        entries = list(os.scandir(folder))
     except FileNotFoundError:
-        return
-    with entries:
-        for entry in entries:
-            m = _LOG_FILE.fullmatch(entry.name)
-            if not m or not entry.is_file(follow_symlinks=False):
-                continue
-            try:
-                mtime = entry.stat(follow_symlinks=False).st_mtime
-            except FileNotFoundError:  # another actor's sweep took it
-                continue
-            if now - mtime > ttl:
-                stem = m[1]
-                yield Stale(entry.path, None if _HASHED.fullmatch(stem) else stem)
+        return []
+    marked = any(e.name == MARKER for e in entries)
+    found, foreign = [], None
+    for entry in entries:
+        if entry.name == MARKER:
+            continue
+        ours, job_id = job_of(entry.name)
+        try:
+            ours = ours and entry.is_file(follow_symlinks=False)
+            mtime = entry.stat(follow_symlinks=False).st_mtime
+        except FileNotFoundError:  # another actor's sweep took it
+            continue
+        if not ours:
+            foreign = foreign or entry.name
+        elif now - mtime > ttl:
+            found.append(Stale(entry.path, job_id))
+    if not marked:
+        if foreign is not None:
+            log.warning("log folder not swept: it holds files that are not job logs",
+                        extra={"log_dir": folder, "file": foreign})  # fmt: skip
+            return None
+        with open(os.path.join(folder, MARKER), "a"):
+            pass
+    return found
 
 
-#: Which of these job ids Redis still has a hash for (``retention.JobLookup.present``).
+#: Which of these job ids Redis still has (``retention.JobLookup.present``).
 Present = Callable[[list[str]], Awaitable[Collection[str]]]
 
 
-def _unlink(paths: list[str]) -> int:
-    removed = 0
+def _unlink(paths: list[str]) -> tuple[int, OSError | None]:
+    """How many of ``paths`` went, and the first error of those that did not."""
+    removed, error = 0, None
     for path in paths:
         try:
             os.unlink(path)
         except FileNotFoundError:  # another actor's sweep took it
             continue
+        except OSError as exc:  # not ours to remove (another uid's, say): the rest go on
+            error = error or exc
+            continue
         removed += 1
-    return removed
+    return removed, error
 
 
 async def sweep(folder: str, ttl: int, present: Present, now: float | None = None) -> int:
@@ -102,12 +155,17 @@ async def sweep(folder: str, ttl: int, present: Present, now: float | None = Non
     if ttl <= 0:
         return 0
     at = time.time() if now is None else now
-    found = await asyncio.to_thread(lambda: list(stale(folder, ttl, at)))
-    removed = 0
-    for i in range(0, len(found), BATCH):
-        chunk = found[i : i + BATCH]
+    found = await asyncio.to_thread(stale, folder, ttl, at)
+    removed, error = 0, None
+    for i in range(0, len(found or ()), BATCH):
+        chunk = (found or [])[i : i + BATCH]
         kept = await present([f.job_id for f in chunk if f.job_id is not None])
-        removed += await asyncio.to_thread(_unlink, [f.path for f in chunk if f.job_id not in kept])
+        gone = [f.path for f in chunk if f.job_id not in kept]
+        n, failed = await asyncio.to_thread(_unlink, gone)
+        removed, error = removed + n, error or failed
     if removed:
         log.info("expired job logs removed", extra={"count": removed, "log_dir": folder})
+    if error is not None:
+        log.warning("some expired job logs could not be removed",
+                    extra={"log_dir": folder, "error": str(error)})  # fmt: skip
     return removed

@@ -16,15 +16,18 @@ from gateway.supervisor.wire import Wire
 
 
 class JobLookup:
+    """Which of a batch of jobs Redis still has, for one sweep."""
+
     def __init__(self, config: Config) -> None:
         self._wire = Wire(config.redis, "actor-log-sweep")
 
     async def present(self, job_ids: Sequence[str]) -> set[str]:
-        """The ids among ``job_ids`` whose job hash Redis still has (one pipeline)."""
+        """The ids among ``job_ids`` whose job key Redis still has, in one
+        pipeline (EXISTS: a key of any type counts, and none fails the sweep)."""
         if not job_ids:
             return set()
-        replies = await self._wire.pipeline([("HMGET", keys.job(j), "status") for j in job_ids])
-        return {j for j, (status,) in zip(job_ids, replies, strict=True) if status is not None}
+        replies = await self._wire.pipeline([("EXISTS", keys.job(j)) for j in job_ids])
+        return {j for j, n in zip(job_ids, replies, strict=True) if n}
 
     async def aclose(self) -> None:
         await self._wire.aclose()

@@ -899,12 +899,15 @@ end
 local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 'timeout',
   'retries', 'created_at', 'env_vars', 'prerequisites', 'concurrent', 'caller_id'}
 
--- Fields only this library writes, which the Functions act on: an outside
--- job's hash is not trusted with them. A `legacy` list would have the claim
--- LREM whatever keys it names, `mode` stream would turn the type's work list
--- into a stream on a retry, a `deaths` that is not a number would fail every
--- reap (hero_reap's HINCRBY), an `entry` would be acked in a stream.
-local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry'}
+-- Fields only this library writes, which the Functions act on or report: an
+-- outside job's hash is not trusted with them. A `legacy` list would have the
+-- claim LREM whatever keys it names, `mode` stream would turn the type's work
+-- list into a stream on a retry, a `deaths` that is not a number would fail
+-- every reap (hero_reap's HINCRBY), an `entry` would be acked in a stream, a
+-- `ctl` would take a stop request, a `lease` naming a key that always exists
+-- would keep the job from ever timing out, and `actor` and `sandbox` would
+-- say who ran the job and how confined until an actor of ours takes it.
+local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry', 'ctl', 'lease', 'actor', 'sandbox'}
 
 -- Fill in what a job of ours has, index the job and emit its `created` event.
 -- The caller_id stays as the producer left it: none means admins only. The
@@ -971,7 +974,7 @@ local function alone(ctx, held, id, f, ...)
   if ok then return r end
   ctx.tag = nil  -- as `take` leaves it
   local msg = 'the job cannot be run: ' .. error_text(r)
-  redis.log(redis.LOG_WARNING, 'hero: job ' .. id .. ' set aside: ' .. msg)
+  redis.log(redis.LOG_WARNING, 'hero-gateway: job ' .. id .. ' set aside: ' .. msg)
   if held then redis.pcall('LREM', held, 0, id) end
   pcall(set_aside, ctx, id, msg)
   return nil
