@@ -100,6 +100,8 @@ async def test_bytes_that_are_not_utf8_wedge_nothing(
     """Such an id and such a script each end their own job; the actor goes on,
     listings and the archive still work."""
     actors()
+    await push(raw, b"first", {"script": "print('first')"})  # a page may end on the next
+    assert (await final(raw, b"first"))[b"status"] == b"finished"
     await push(raw, b"bad\xff", {"script": "print('odd id')"})
     odd_id = await final(raw, b"bad\xff")
     assert (odd_id[b"status"], odd_id[b"output"]) == (b"finished", b"odd id\n")
@@ -110,6 +112,15 @@ async def test_bytes_that_are_not_utf8_wedge_nothing(
 
     listed = {j["id"] for j in (await sup.list_jobs())["jobs"]}
     assert {"bad\udcff", "badscript", "after"} <= listed
+    paged, cursor = [], None  # a page may end on any of them: its cursor is plain text
+    while True:
+        page = await sup.list_jobs(cursor=cursor, limit=1)
+        paged += [j["id"] for j in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+        assert cursor.isascii()
+    assert sorted(paged) == sorted(listed)
     assert {q["queue"] for q in await sup.queue_stats("python")} >= {TYPE_Q}
 
     client = redis_client(redis_url)

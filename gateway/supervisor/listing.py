@@ -15,7 +15,7 @@ from typing import Any
 from gateway.errors import InvalidParams
 from gateway.model.job import decode
 from gateway.supervisor import keys
-from gateway.supervisor.connection import Commands
+from gateway.supervisor.connection import TEXT_ERRORS, Commands
 from gateway.supervisor.replies import pairs, scored
 
 _BATCH = 200
@@ -31,15 +31,26 @@ def _index(status: str | None, script_type: str | None, caller_id: str | None) -
     return keys.INDEX_ALL
 
 
+def _encode_cursor(score: float, job_id: str) -> str:
+    """``score:id``; an id that is not an identifier (an outside producer's,
+    which may even hold bytes that are not UTF-8) as ``.`` and the hex of its
+    bytes, so the cursor is always plain text a client can send back."""
+    if re.fullmatch(keys.IDENT_PATTERN, job_id):
+        return f"{score!r}:{job_id}"
+    return f"{score!r}:.{job_id.encode('utf-8', TEXT_ERRORS).hex()}"
+
+
 def _decode_cursor(cursor: str) -> tuple[float, str]:
     """(score, job id) of a cursor this server returned; anything else is
     InvalidParams. The score must be finite (Redis refuses ``nan`` as a range
-    bound) and the id a whole identifier, so a forged cursor never reaches
-    Redis as anything but a well-formed range."""
+    bound) and the id one ``_encode_cursor`` writes, so a forged cursor never
+    reaches Redis as anything but a well-formed range."""
     score, sep, job_id = cursor.partition(":")
     try:
         value = float(score)
-        if not sep or not math.isfinite(value) or not re.fullmatch(keys.IDENT_PATTERN, job_id):
+        if job_id.startswith("."):
+            job_id = bytes.fromhex(job_id[1:]).decode("utf-8", TEXT_ERRORS)
+        if not sep or not math.isfinite(value) or _encode_cursor(value, job_id) != cursor:
             raise ValueError
         return value, job_id
     except ValueError:
@@ -78,7 +89,7 @@ async def page(
             if not raw or any(v and raw.get(k) != v for k, v in want.items()):
                 continue
             if len(jobs) == limit:
-                return {"jobs": jobs, "next_cursor": f"{last[0]!r}:{last[1]}" if last else None}
+                return {"jobs": jobs, "next_cursor": _encode_cursor(*last) if last else None}
             jobs.append(decode(raw))
             last = (score, member)
         if len(batch) < _BATCH:
