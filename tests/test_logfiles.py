@@ -107,32 +107,35 @@ async def test_sweep_removes_only_expired_jobs_files(
         written("c/d"): 2 * DAY,  # its job is still in Redis: kept
         hashed("x" * 200): 2 * DAY,  # no id to ask about, old: removed
     }
+    assert await sweep(redis_url, folder, DAY) == 0  # empty: marked as the actors'
     for name, seconds in files.items():
         (folder / name).write_text(name)
         age(folder / name, seconds)
+    (folder / "notes.txt").write_text("no job log: skipped")
+    (folder / "dir.log").mkdir()
+    (folder / "link.log").symlink_to(folder / "notes.txt")
+    age(folder / "link.log", 2 * DAY)
     await rds.hset("hero:job:running", "status", "started")
     await rds.lpush("hero:job:c/d", "a key of another type still counts")
     assert await sweep(redis_url, folder, 0) == 0  # a TTL of 0 keeps all
     assert await sweep(redis_url, folder, DAY) == 3
     left = sorted(p.name for p in folder.iterdir())
-    assert left == sorted(["running.log", "fresh.log", written("c/d"), logfiles.MARKER])
+    kept = ["running.log", "fresh.log", written("c/d"), "notes.txt", "dir.log", "link.log"]
+    assert left == sorted([*kept, logfiles.MARKER])
     assert await sweep(redis_url, tmp_path / "missing", DAY) == 0
 
 
 async def test_a_folder_holding_other_files_is_never_swept(redis_url: str, tmp_path: Path) -> None:
     """An operator's HERO_LOG_DIR shared with another program: nothing goes,
-    not even what looks like a job log."""
+    not even what looks like a job log, until an operator marks the folder."""
     folder = tmp_path / "shared"
     folder.mkdir()
-    for name in ("syslog.log", "notes.txt"):
-        (folder / name).write_text(name)
-        age(folder / name, 2 * DAY)
+    (folder / "syslog.log").write_text("another program's")
+    age(folder / "syslog.log", 2 * DAY)
     assert await sweep(redis_url, folder, DAY) == 0
-    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "syslog.log"]
-    (folder / "link.log").symlink_to(folder / "notes.txt")  # a link is no job log either
-    (folder / "notes.txt").unlink()
-    assert await sweep(redis_url, folder, DAY) == 0
-    assert (folder / "syslog.log").exists()
+    assert [p.name for p in folder.iterdir()] == ["syslog.log"]
+    (folder / logfiles.MARKER).touch()  # the operator says: only job logs here
+    assert await sweep(redis_url, folder, DAY) == 1
 
 
 def test_a_file_it_may_not_remove_stops_no_other(tmp_path: Path) -> None:
@@ -149,12 +152,13 @@ def test_a_file_it_may_not_remove_stops_no_other(tmp_path: Path) -> None:
 async def test_an_actor_sweeps_its_folder_when_it_starts(
     config: Config, sup: Supervisor, actors: Callable[..., Actor]
 ) -> None:
-    """An actor started on a folder holding logs a month old removes the one
+    """An actor started on a marked folder holding logs a month old removes the one
     whose job has expired and keeps the one whose job Redis still has."""
     short = replace(config, job_ttl=3600)
     folder = Path(short.log_dir or "")
     folder.mkdir(parents=True)
     await sup.create({"script_type": "python", "script": "x", "job_id": "alive"})
+    (folder / logfiles.MARKER).touch()  # filled by an earlier version: the operator marked it
     for name in ("old.log", "alive.log"):
         (folder / name).write_text("from last month")
         age(folder / name, 30 * DAY)

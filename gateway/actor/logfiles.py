@@ -21,11 +21,12 @@ silence. Only a file named ``id-sha256-…`` cannot name its job: it goes on
 its age alone. A TTL of 0 keeps everything, as it does in Redis.
 
 **Whose folder.** The sweep removes files only in a folder that carries
-``MARKER``, which it writes when the folder holds nothing but job logs (a new
-folder, or one an earlier version filled). A folder that holds anything else
-(an operator's ``HERO_LOG_DIR`` shared with another program) is never swept:
-the actor says so in its log. Only regular files are touched, never links or
-sub-folders.
+``MARKER``, which it writes only into an empty folder (a new one). A folder
+that held anything when the actors first used it (an operator's
+``HERO_LOG_DIR`` shared with another program, whose ``syslog.log`` looks like
+a job log; or one an earlier version filled) is never swept until an operator
+creates the marker: the actor's log says so. Only regular files are touched,
+never links or sub-folders.
 """
 
 from __future__ import annotations
@@ -105,28 +106,25 @@ def stale(folder: str, ttl: int, now: float) -> list[Stale] | None:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
-    marked = any(e.name == MARKER for e in entries)
-    found, foreign = [], None
-    for entry in entries:
-        if entry.name == MARKER:
-            continue
-        ours, job_id = job_of(entry.name)
-        try:
-            ours = ours and entry.is_file(follow_symlinks=False)
-            mtime = entry.stat(follow_symlinks=False).st_mtime
-        except FileNotFoundError:  # another actor's sweep took it
-            continue
-        if not ours:
-            foreign = foreign or entry.name
-        elif now - mtime > ttl:
-            found.append(Stale(entry.path, job_id))
-    if not marked:
-        if foreign is not None:
-            log.warning("log folder not swept: it holds files that are not job logs",
-                        extra={"log_dir": folder, "file": foreign})  # fmt: skip
+    if not any(e.name == MARKER for e in entries):
+        if entries:
+            log.warning("log folder not swept: it held files before the actors used it; "
+                        "create the marker in it if it holds only job logs",
+                        extra={"log_dir": folder, "marker": MARKER})  # fmt: skip
             return None
         with open(os.path.join(folder, MARKER), "a"):
             pass
+    found = []
+    for entry in entries:
+        ours, job_id = job_of(entry.name)
+        try:
+            if not (ours and entry.is_file(follow_symlinks=False)):
+                continue
+            mtime = entry.stat(follow_symlinks=False).st_mtime
+        except FileNotFoundError:  # another actor's sweep took it
+            continue
+        if now - mtime > ttl:
+            found.append(Stale(entry.path, job_id))
     return found
 
 
