@@ -22,6 +22,7 @@ from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.commands.common import redis_client
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -188,3 +189,37 @@ async def test_a_maintenance_step_redis_refuses_stops_no_other(
     done = await sup.maintenance.tick()
     assert (done["promoted"], done["expired"]) == (0, 1)
     assert (await sup.status("n1"))["status"] == "finished"
+
+
+async def test_a_started_job_whose_key_was_replaced_stops_no_timeout(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """Someone SET a started job's hash to a string: the timeout check meets it
+    on every tick, and still ends the other overdue jobs after it."""
+    await sup.maintenance.stop()  # ticks by hand
+    for job_id in ("broken", "overdue"):
+        await sup.create({"script_type": "osis", "script": "x", "job_id": job_id, "timeout": 1})
+        await sup.start(job_id)
+        assert await rds.lpop("hero:q:work:type:osis") == job_id
+        await rds.hset(keys.job(job_id), mapping={"status": "started", "lease": "gone"})
+        await rds.zadd(keys.index_status("started"), {job_id: 1})  # started long ago
+    await rds.set(keys.job("broken"), "x")
+    assert await sup.maintenance.lead()
+    assert (await sup.maintenance.tick())["expired"] == 1
+    assert (await sup.status("overdue"))["status"] in {"retrying", "timeout", "dlq"}
+
+
+async def test_a_held_job_whose_key_was_replaced_stops_no_restart(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """An actor restarted under its name adopts what its held list names; one
+    id whose key is no hash now is dropped, not a crash on every restart."""
+    held = keys.held("python", "default", "i1")
+    await rds.set(keys.job("bad"), "x")
+    await rds.lpush(held, "bad")
+    link = ActorLink(config, "python", "default", "i1")
+    try:
+        assert await link.adopt(running=set()) == []
+        assert await rds.llen(held) == 0
+    finally:
+        await link.close()

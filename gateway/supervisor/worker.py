@@ -255,17 +255,17 @@ class ActorLink:
         orphans = [job_id for job_id in held if job_id not in running]
         if not orphans:
             return []
-        rows = await self._wire.pipeline(
-            [("HMGET", keys.job(job_id), "status", "actor", *CLAIM_FIELDS) for job_id in orphans]
-        )
+        asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in orphans]
+        rows = await self._wire.pipeline(asks, errors_in_place=True)
         adopted, stale = [], []
         for job_id, row in zip(orphans, rows, strict=True):
-            if row[0] == "started" and row[1] == self.name:
+            if isinstance(row, connection.RedisNotReady):
+                raise row  # not now: the next adopt looks again
+            if isinstance(row, list) and row[0] == "started" and row[1] == self.name:
                 adopted.append(Claimed.from_row([job_id, *row[2:]]))
                 self._adopted.add(job_id)  # its handoff message may still come
-            else:
+            else:  # ended meanwhile (stopped, reaped, deleted), or its key is no hash now
                 stale.append(self._entries.pop(job_id) if self.stream else job_id)
-        # ended meanwhile (stopped, reaped, deleted): nothing left to run, nor to count as held
         if stale and self.stream:
             await deliveries.drop(self._wire, self._queues[0], stale)
         elif stale:

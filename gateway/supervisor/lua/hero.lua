@@ -1416,6 +1416,22 @@ end
 -- Started jobs past timeout + grace whose actor has no presence (hash-only and
 -- legacy actors, or an actor that vanished) end in timeout.
 -- ARGV: head, grace ms, limit
+local function expire_one(ctx, idx, id, since, grace)
+  local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
+  local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
+  -- alive: its key is there, or the detector still waits for it (see hero_watch)
+  local alive = f[3] and f[3] ~= '' and (redis.call('EXISTS', f[3]) == 1
+    or (tonumber(redis.call('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
+  if TERMINAL[f[1] or ''] then
+    -- an outside actor ended it in the hash and nobody waited to notice
+    return record_outside(ctx, id, f[1]) and 1 or 0
+  elseif f[1] == 'started' and deadline < ctx.ms and not alive then
+    fail_attempt(ctx, id, idx, 'timeout', 'timed out: no answer from its actor')
+    return 1
+  end
+  return 0
+end
+
 local function hero_expire(_, args)
   local ctx = context(args)
   local grace, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
@@ -1423,20 +1439,9 @@ local function hero_expire(_, args)
   for _, idx in ipairs({'started', 'dispatched'}) do
     flush(ctx)
     local rows = redis.call('ZRANGE', IDX_STATUS .. idx, 0, limit - 1, 'WITHSCORES')
-    for i = 1, #rows, 2 do
+    for i = 1, #rows, 2 do  -- a job whose key Redis refuses stops no other (`alone`)
       local id, since = rows[i], tonumber(rows[i + 1])
-      local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
-      local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
-      -- alive: its key is there, or the detector still waits for it (see hero_watch)
-      local alive = f[3] and f[3] ~= '' and (redis.call('EXISTS', f[3]) == 1
-        or (tonumber(redis.call('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
-      if TERMINAL[f[1] or ''] then
-        -- an outside actor ended it in the hash and nobody waited to notice
-        if record_outside(ctx, id, f[1]) then n = n + 1 end
-      elseif f[1] == 'started' and deadline < ctx.ms and not alive then
-        fail_attempt(ctx, id, idx, 'timeout', 'timed out: no answer from its actor')
-        n = n + 1
-      end
+      n = n + (alone(ctx, nil, id, expire_one, idx, id, since, grace) or 0)
     end
   end
   return n
