@@ -10,7 +10,9 @@ are not UTF-8 (which wedged the actor that popped them and failed listings).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -223,3 +225,60 @@ async def test_a_held_job_whose_key_was_replaced_stops_no_restart(
         assert await rds.llen(held) == 0
     finally:
         await link.close()
+
+
+async def test_a_queue_made_another_type_is_passed_over(
+    raw: aioredis.Redis, rds: aioredis.Redis, actors: Callable[..., Actor]
+) -> None:
+    """A high-priority work queue someone made a hash: the actor serves the
+    other queues instead of dying on every cycle."""
+    await rds.hset(TYPE_Q + ":prio:0", "a", "b")
+    actors()
+    await push(raw, b"after", {"script": "print('after')"})
+    assert (await final(raw, b"after"))[b"output"] == b"after\n"
+
+
+async def test_a_due_retry_whose_key_was_replaced_delays_no_other(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    await sup.maintenance.stop()  # ticks by hand
+    await sup.create({"script_type": "osis", "script": "x", "job_id": "fine"})
+    await sup.start("fine")
+    assert await rds.lpop("hero:q:work:type:osis") == "fine"
+    await rds.hset(keys.job("fine"), "status", "retrying")
+    await rds.set(keys.job("broken"), "x")
+    await rds.zadd(keys.DELAYED, {"broken": 1, "fine": 2})
+    assert await sup.maintenance.lead()
+    assert (await sup.maintenance.tick())["promoted"] == 2
+    assert (await sup.status("fine"))["status"] == "dispatched"
+
+
+async def test_a_waited_job_whose_key_was_replaced_delays_no_other_wait(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """Two callers wait on jobs of a type only outside actors serve (the waits
+    sweep their hashes, both in the same sweeps: registered together, looked
+    at every 0.3 s); one job's key is replaced, the other's end is written in
+    its hash: that caller gets its result."""
+    sup = await Supervisor.connect(replace(config, watch_interval=0.3))
+    await sup.maintenance.stop()  # its timeout check would record w2's end too
+    waits = [
+        asyncio.create_task(sup.run({"script_type": "osis", "script": "x", "job_id": j}, wait=30))
+        for j in ("w1", "w2")
+    ]
+
+    async def dispatched() -> bool:
+        queued: int = await rds.llen("hero:q:work:type:osis")
+        return queued == 2
+
+    await eventually(dispatched)
+    await rds.set(keys.job("w1"), "x")
+    await rds.hset(keys.job("w2"), mapping={"status": "finished", "output": "hi"})
+    try:
+        got = await asyncio.wait_for(waits[1], 3)  # w1's wait lasts 30 s
+        assert (got["status"], got["output"]) == ("finished", "hi")
+    finally:
+        waits[0].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waits[0]
+        await sup.close()

@@ -29,10 +29,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from gateway.errors import HeroError, JobNotFound, WaitTimeout
 from gateway.model import TERMINAL, Event, result
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE
+from gateway.supervisor.connection import UNAVAILABLE, RedisNotReady
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.waits")
@@ -208,21 +210,34 @@ class WaitHub:
             commands.append(("LINDEX", keys.reply(job_id), -1))
             if self._compat:
                 commands.append(("LINDEX", keys.legacy_reply(job_id), -1))
-        rows = await self._wire.pipeline(commands)
+        rows = await self._wire.pipeline(commands, errors_in_place=True)
         step = 3 if self._compat else 2
         for i, job_id in enumerate(due):
-            status, output, error = rows[i * step]
-            replies = [r for r in rows[i * step + 1 : i * step + step] if r is not None]
+            mine = rows[i * step : i * step + step]
+            refused = [r for r in mine if isinstance(r, Exception)]
+            for r in refused:
+                if isinstance(r, RedisNotReady):
+                    raise r  # not now: the next sweep looks again
+            if refused:  # a key of another type: this wait alone learns nothing now
+                self._later(job_id, now)
+                continue
+            status, output, error = mine[0]
+            replies = [r for r in mine[1:] if r is not None]
             if status in TERMINAL:
-                await self._reconcile(job_id)  # index, event and dependents catch up
+                with contextlib.suppress(ResponseError):  # the end is the waiter's all the same
+                    await self._reconcile(job_id)  # index, event and dependents catch up
                 self.resolve(job_id, result(job_id, status, output, error))
             elif replies:
                 self.resolve(job_id, _from_reply(job_id, replies[0], output, error))
             else:
-                wait = self._waits.get(job_id)
-                if wait is not None:
-                    wait.backoff = min(max(wait.backoff * 2, self._interval), 8 * self._interval)
-                    wait.next_check = now + wait.backoff
+                self._later(job_id, now)
+
+    def _later(self, job_id: str, now: float) -> None:
+        """The next look at a wait that found nothing yet: backing off, to 8 intervals."""
+        wait = self._waits.get(job_id)
+        if wait is not None:
+            wait.backoff = min(max(wait.backoff * 2, self._interval), 8 * self._interval)
+            wait.next_check = now + wait.backoff
 
 
 def _from_event(event: Event) -> Result:

@@ -719,12 +719,48 @@ local function actor_died(ctx, id, err, max_deaths)
   return retry_later(ctx, id, 'started', err, {'attempt', tostring(attempt - 1)}, deaths)
 end
 
+-- The text of an error raised inside a pcall (redis.call raises a table).
+local function error_text(r)
+  return type(r) == 'table' and r.err or tostring(r)
+end
+
+-- A job one of whose commands Redis refused ends in error, if its hash can
+-- still say so.
+local function set_aside(ctx, id, msg)
+  local st = redis.call('HGET', JOB .. id, 'status')
+  if TERMINAL[st or ''] then return end
+  push_reply(ctx, id, 'error', '', msg)
+  set_status(ctx, id, st or nil, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
+  on_terminal(ctx, id, 'error')
+end
+
+-- `f(ctx, ...)` for one job of a many-job call. When Redis refuses one of
+-- its commands (an outside producer left a key of the wrong type: the job's
+-- hash, its caller's index), that job alone fails: it leaves `held` (when
+-- given), ends in error where it can, and the call goes on with the others,
+-- whose actor would otherwise die on every cycle. Redis keeps the writes made
+-- before the failure, as it does for a whole call.
+local function alone(ctx, held, id, f, ...)
+  local ok, r = pcall(f, ctx, ...)
+  if ok then return r end
+  ctx.tag = nil  -- as `take` leaves it
+  local msg = 'the job cannot be run: ' .. error_text(r)
+  redis.log(redis.LOG_WARNING, 'hero-gateway: job ' .. id .. ' set aside: ' .. msg)
+  if held then redis.pcall('LREM', held, 0, id) end
+  pcall(set_aside, ctx, id, msg)
+  return nil
+end
+
+local function promote_one(ctx, id)
+  local route, rec, st = dispatch_record(ctx, id)
+  if st == 'retrying' then dispatch(ctx, id, 'retrying', route, rec) end
+end
+
 local function promote(ctx, limit)
   local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ctx.ms, 'LIMIT', 0, limit)
   for _, id in ipairs(due) do
     redis.call('ZREM', DELAYED, id)
-    local route, rec, st = dispatch_record(ctx, id)
-    if st == 'retrying' then dispatch(ctx, id, 'retrying', route, rec) end
+    alone(ctx, nil, id, promote_one, id)
   end
   return #due
 end
@@ -948,38 +984,6 @@ local function reject(ctx, id, reason)
   on_terminal(ctx, id, 'error')
 end
 
--- The text of an error raised inside a pcall (redis.call raises a table).
-local function error_text(r)
-  return type(r) == 'table' and r.err or tostring(r)
-end
-
--- A job one of whose commands Redis refused ends in error, if its hash can
--- still say so.
-local function set_aside(ctx, id, msg)
-  local st = redis.call('HGET', JOB .. id, 'status')
-  if TERMINAL[st or ''] then return end
-  push_reply(ctx, id, 'error', '', msg)
-  set_status(ctx, id, st or nil, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
-  on_terminal(ctx, id, 'error')
-end
-
--- `f(ctx, ...)` for one job of a many-job call. When Redis refuses one of
--- its commands (an outside producer left a key of the wrong type: the job's
--- hash, its caller's index), that job alone fails: it leaves `held` (when
--- given), ends in error where it can, and the call goes on with the others,
--- whose actor would otherwise die on every cycle. Redis keeps the writes made
--- before the failure, as it does for a whole call.
-local function alone(ctx, held, id, f, ...)
-  local ok, r = pcall(f, ctx, ...)
-  if ok then return r end
-  ctx.tag = nil  -- as `take` leaves it
-  local msg = 'the job cannot be run: ' .. error_text(r)
-  redis.log(redis.LOG_WARNING, 'hero-gateway: job ' .. id .. ' set aside: ' .. msg)
-  if held then redis.pcall('LREM', held, 0, id) end
-  pcall(set_aside, ctx, id, msg)
-  return nil
-end
-
 -- An id popped from `q` into `held`: the row to run it from, or nil. An
 -- outside id whose hash (or script) is not there yet is parked for
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
@@ -1047,7 +1051,12 @@ local function claim(ctx, held, who, count, queues, grace_ms, out)
   end
   for _, q in ipairs(queues) do
     while #out < count do
-      local id = redis.call('LMOVE', q, held, 'RIGHT', 'LEFT')
+      -- a queue someone made a key of another type is passed over, not the cycle's end
+      local id = redis.pcall('LMOVE', q, held, 'RIGHT', 'LEFT')
+      if type(id) == 'table' then
+        redis.log(redis.LOG_WARNING, 'hero-gateway: queue ' .. q .. ' passed over: ' .. id.err)
+        break
+      end
       if not id then break end
       out[#out + 1] = alone(ctx, held, id, claim_one, held, who, q, id, grace_ms)
     end
