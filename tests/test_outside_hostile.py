@@ -46,6 +46,12 @@ async def final(raw: aioredis.Redis, job_id: bytes, within: float = 20) -> dict[
     return got
 
 
+async def tick(sup: Supervisor) -> dict[str, int]:
+    """One maintenance tick by hand, as the leader."""
+    assert await sup.maintenance.lead()
+    return await sup.maintenance.tick()
+
+
 @pytest.fixture
 async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     """A client that writes and reads bytes, as any producer may."""
@@ -187,8 +193,7 @@ async def test_a_maintenance_step_redis_refuses_stops_no_other(
     await sup.start("n1")
     assert await rds.lpop("hero:q:work:type:osis") == "n1"
     await rds.hset("hero:job:n1", mapping={"status": "finished", "output": "osis"})
-    assert await sup.maintenance.lead()
-    done = await sup.maintenance.tick()
+    done = await tick(sup)
     assert (done["promoted"], done["expired"]) == (0, 1)
     assert (await sup.status("n1"))["status"] == "finished"
 
@@ -206,8 +211,7 @@ async def test_a_started_job_whose_key_was_replaced_stops_no_timeout(
         await rds.hset(keys.job(job_id), mapping={"status": "started", "lease": "gone"})
         await rds.zadd(keys.index_status("started"), {job_id: 1})  # started long ago
     await rds.set(keys.job("broken"), "x")
-    assert await sup.maintenance.lead()
-    assert (await sup.maintenance.tick())["expired"] == 1
+    assert (await tick(sup))["expired"] == 1
     assert (await sup.status("overdue"))["status"] in {"retrying", "timeout", "dlq"}
 
 
@@ -248,8 +252,7 @@ async def test_a_due_retry_whose_key_was_replaced_delays_no_other(
     await rds.hset(keys.job("fine"), "status", "retrying")
     await rds.set(keys.job("broken"), "x")
     await rds.zadd(keys.DELAYED, {"broken": 1, "fine": 2})
-    assert await sup.maintenance.lead()
-    assert (await sup.maintenance.tick())["promoted"] == 2
+    assert (await tick(sup))["promoted"] == 2
     assert (await sup.status("fine"))["status"] == "dispatched"
 
 
@@ -282,3 +285,40 @@ async def test_a_waited_job_whose_key_was_replaced_delays_no_other_wait(
         with contextlib.suppress(asyncio.CancelledError):
             await waits[0]
         await sup.close()
+
+
+async def test_a_dead_actors_job_whose_key_was_replaced_stops_no_reap(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """The dead actor's other job is run again; before, hero_reap failed on
+    every tick and nothing it held was recovered."""
+    await sup.maintenance.stop()  # ticks by hand
+    lease = keys.presence("osis", "default", "ghost")
+    for job_id in ("fine", "broken"):
+        await sup.create({"script_type": "osis", "script": "x", "job_id": job_id})
+        fields = {"status": "started", "lease": lease, "actor": "default:ghost", "attempt": 1}
+        await rds.hset(keys.job(job_id), mapping=fields)
+        await rds.lpush(keys.held("osis", "default", "ghost"), job_id)
+    await rds.set(keys.job("broken"), "x")
+    now_ms = int((await rds.time())[0]) * 1000
+    await rds.set(keys.WATCH, now_ms)
+    await rds.zadd(keys.ACTORS, {lease: now_ms - 1})
+    assert (await tick(sup))["reaped"] == 1
+    assert (await sup.status("fine"))["status"] == "retrying"
+
+
+async def test_listings_and_stats_pass_over_a_key_of_another_type(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """job.list, queue.stats (and /metrics, which reads them) answer for
+    everything else; before, each failed whole."""
+    for job_id in ("a", "b"):
+        await sup.create({"script_type": "osis", "script": "x", "job_id": job_id})
+        await sup.start(job_id)
+    await rds.set(keys.job("a"), "x")  # the oldest job waiting in the queue
+    await rds.hset("hero:q:work:type:osis:prio:0", "a", "b")
+    await rds.sadd(keys.QUEUES, "hero:q:work:type:osis:prio:0")
+    assert [j["id"] for j in (await sup.list_jobs())["jobs"]] == ["b"]
+    stats = {q["queue"]: q for q in await sup.queue_stats("osis")}
+    assert stats["hero:q:work:type:osis"]["depth"] == 2
+    assert stats["hero:q:work:type:osis:prio:0"]["depth"] == 0

@@ -138,6 +138,18 @@ def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
+async def lenient(client: Commands, commands: Sequence[Sequence[Any]]) -> list[Any]:
+    """Every command's reply in order, None for one Redis refused (a key
+    someone made another type): for reads over many jobs or queues, where one
+    such key must not fail the listing, the stats or the metrics of them all.
+    A transient refusal still raises, like the outage it is."""
+    replies = await client.pipeline(commands, errors_in_place=True)
+    for reply in replies:
+        if isinstance(reply, RedisNotReady):
+            raise reply
+    return [None if isinstance(r, ResponseError) else r for r in replies]
+
+
 def user_of(url: str) -> str:
     """The Redis user a URL connects as (never its password), for the logs."""
     return urlsplit(url).username or "default"

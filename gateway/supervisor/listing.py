@@ -15,7 +15,7 @@ from typing import Any
 from gateway.errors import InvalidParams
 from gateway.model.job import decode
 from gateway.supervisor import keys
-from gateway.supervisor.connection import TEXT_ERRORS, Commands
+from gateway.supervisor.connection import TEXT_ERRORS, Commands, lenient
 from gateway.supervisor.replies import pairs, scored
 
 _BATCH = 200
@@ -84,7 +84,7 @@ async def page(
         offset += len(batch)
         # Same-score members come in descending id order: skip those already returned.
         fresh = [(m, s) for m, s in batch if after is None or s < after[0] or m < after[1]]
-        rows = await client.pipeline([("HGETALL", keys.job(member)) for member, _ in fresh])
+        rows = await lenient(client, [("HGETALL", keys.job(member)) for member, _ in fresh])
         for (member, score), raw in zip(fresh, map(pairs, rows), strict=True):
             if not raw or any(v and raw.get(k) != v for k, v in want.items()):
                 continue

@@ -22,7 +22,7 @@ from redis.exceptions import ResponseError
 
 from gateway.model import StreamId
 from gateway.supervisor import keys, presence
-from gateway.supervisor.connection import Commands
+from gateway.supervisor.connection import Commands, lenient
 from gateway.supervisor.replies import records
 
 
@@ -86,14 +86,14 @@ async def _list_rows(
     for key, _ in queues:
         commands += [("LLEN", key), ("LINDEX", key, -1)]
     commands += [("LRANGE", held, 0, -1) for held in held_keys]
-    replies = await client.pipeline(commands)
-    lengths = replies[: 2 * len(queues) : 2]
+    replies = await lenient(client, commands)  # a queue made another type counts as empty
+    lengths = [n or 0 for n in replies[: 2 * len(queues) : 2]]
     oldest = replies[1 : 2 * len(queues) : 2]
-    held_ids = [job_id for ids in replies[2 * len(queues) :] for job_id in ids]
+    held_ids = [job_id for ids in replies[2 * len(queues) :] for job_id in ids or ()]
 
     commands = [("HGET", keys.job(job_id or "-"), "updated_at") for job_id in oldest]
     commands += [("HGET", keys.job(job_id), "queue") for job_id in held_ids]
-    replies = await client.pipeline(commands)
+    replies = await lenient(client, commands)
     since = replies[: len(oldest)]
     pending: dict[str, int] = {}
     for queue in replies[len(oldest) :]:

@@ -1401,6 +1401,13 @@ end
 -- back, or it is an outside actor that refreshes only its key), only the
 -- deadline moves to the key's expiry. Else it died: each job it held goes
 -- through actor_died. KEYS: held ; ARGV: head, presence key, max deaths, TTL ms
+local function reap_one(ctx, id, lease, max_deaths)
+  local f = redis.call('HMGET', JOB .. id, 'status', 'lease', 'actor')
+  if f[1] ~= 'started' or f[2] ~= lease then return 0 end
+  actor_died(ctx, id, 'actor ' .. (f[3] or '?') .. ' died', max_deaths)
+  return 1
+end
+
 local function hero_reap(keys, args)
   local ctx = context(args)
   local held, lease, max_deaths = keys[1], args[H + 1], tonumber(args[H + 2])
@@ -1410,12 +1417,8 @@ local function hero_reap(keys, args)
     return 0
   end
   local n = 0
-  for _, id in ipairs(redis.call('LRANGE', held, 0, -1)) do
-    local f = redis.call('HMGET', JOB .. id, 'status', 'lease', 'actor')
-    if f[1] == 'started' and f[2] == lease then
-      actor_died(ctx, id, 'actor ' .. (f[3] or '?') .. ' died', max_deaths)
-      n = n + 1
-    end
+  for _, id in ipairs(redis.call('LRANGE', held, 0, -1)) do  -- each `alone`: see there
+    n = n + (alone(ctx, nil, id, reap_one, id, lease, max_deaths) or 0)
   end
   redis.call('DEL', held)
   redis.call('ZREM', ACTORS, lease)
