@@ -263,12 +263,12 @@ async def legacy_actor(client: aioredis.Redis, script_type: str, served: list[st
         if popped is None:
             continue
         job_id = popped[1]
+        served.append(job_id)  # before its end is written, which a waiter may see at once
         script = await client.hget(f"hero:job:{job_id}", "script")
         await client.hset(f"hero:job:{job_id}", "status", "started")
         output = f"legacy ran {script}"
         await client.hset(f"hero:job:{job_id}", mapping={"output": output, "status": "finished"})
         await client.lpush(f"hero:reply:{job_id}", output)
-        served.append(job_id)
 
 
 @pytest.fixture
