@@ -46,9 +46,17 @@ async def final(raw: aioredis.Redis, job_id: bytes, within: float = 20) -> dict[
     return got
 
 
+async def by_hand(sup: Supervisor, rds: aioredis.Redis) -> None:
+    """Maintenance only when the test ticks: ``sup``'s loop stopped, and the
+    lead held for it, so no other gateway on this Redis (the session's shared
+    server) ticks meanwhile; a tick of that one already under way ends first."""
+    await sup.maintenance.stop()
+    await rds.set(keys.LEADER, sup.maintenance.holder, px=60_000)
+    await asyncio.sleep(0.2)
+
+
 async def tick(sup: Supervisor) -> dict[str, int]:
-    """One maintenance tick by hand, as the leader."""
-    assert await sup.maintenance.lead()
+    """One maintenance tick by hand (see ``by_hand``)."""
     return await sup.maintenance.tick()
 
 
@@ -187,7 +195,7 @@ async def test_a_maintenance_step_redis_refuses_stops_no_other(
 ) -> None:
     """Someone made the retry schedule a list: promoting fails on every tick,
     and the later steps (here: recording an end an outside actor wrote) still run."""
-    await sup.maintenance.stop()  # ticks by hand
+    await by_hand(sup, rds)
     await rds.lpush(keys.DELAYED, "junk")
     await sup.create({"script_type": "osis", "script": "x", "job_id": "n1"})
     await sup.start("n1")
@@ -203,7 +211,7 @@ async def test_a_started_job_whose_key_was_replaced_stops_no_timeout(
 ) -> None:
     """Someone SET a started job's hash to a string: the timeout check meets it
     on every tick, and still ends the other overdue jobs after it."""
-    await sup.maintenance.stop()  # ticks by hand
+    await by_hand(sup, rds)
     for job_id in ("broken", "overdue"):
         await sup.create({"script_type": "osis", "script": "x", "job_id": job_id, "timeout": 1})
         await sup.start(job_id)
@@ -245,7 +253,7 @@ async def test_a_queue_made_another_type_is_passed_over(
 async def test_a_due_retry_whose_key_was_replaced_delays_no_other(
     sup: Supervisor, rds: aioredis.Redis
 ) -> None:
-    await sup.maintenance.stop()  # ticks by hand
+    await by_hand(sup, rds)
     await sup.create({"script_type": "osis", "script": "x", "job_id": "fine"})
     await sup.start("fine")
     assert await rds.lpop("hero:q:work:type:osis") == "fine"
@@ -264,7 +272,7 @@ async def test_a_waited_job_whose_key_was_replaced_delays_no_other_wait(
     at every 0.3 s); one job's key is replaced, the other's end is written in
     its hash: that caller gets its result."""
     sup = await Supervisor.connect(replace(config, watch_interval=0.3))
-    await sup.maintenance.stop()  # its timeout check would record w2's end too
+    await by_hand(sup, rds)  # a timeout check would record w2's end too
     waits = [
         asyncio.create_task(sup.run({"script_type": "osis", "script": "x", "job_id": j}, wait=30))
         for j in ("w1", "w2")
@@ -292,7 +300,7 @@ async def test_a_dead_actors_job_whose_key_was_replaced_stops_no_reap(
 ) -> None:
     """The dead actor's other job is run again; before, hero_reap failed on
     every tick and nothing it held was recovered."""
-    await sup.maintenance.stop()  # ticks by hand
+    await by_hand(sup, rds)
     lease = keys.presence("osis", "default", "ghost")
     for job_id in ("fine", "broken"):
         await sup.create({"script_type": "osis", "script": "x", "job_id": job_id})
