@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.model import Claimed
-from gateway.supervisor.connection import TEXT_ERRORS
+from gateway.model.job import as_stored
 
 
 class JobFailed(Exception):
@@ -34,8 +34,8 @@ class JobContext:
 
     def log(self, line: str) -> None:
         """Append a line to the job's log (readable through ``job.logs``, live)."""
-        # a handler's text may quote what Redis held as bytes, not UTF-8 (TEXT_ERRORS)
-        self.joblog.write((line + "\n").encode("utf-8", TEXT_ERRORS))
+        # a handler's text may quote what Redis held as bytes, not UTF-8
+        self.joblog.write(as_stored(line + "\n"))
 
     def progress(self, fraction: float, message: str = "") -> None:
         """Report how far the job is, from 0 to 1, and what it is doing.

@@ -40,8 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from gateway.model.job import IDENT_PATTERN
-from gateway.supervisor.connection import TEXT_ERRORS
+from gateway.model.job import IDENT_PATTERN, as_stored, from_stored
 
 #: Seconds between two sweeps of the log folder by one actor process.
 SWEEP_EVERY = 3600.0
@@ -66,7 +65,7 @@ def file_name(job_id: str) -> str:
     """The log file's name for ``job_id``: safe in any folder, one per job."""
     if _IDENT.fullmatch(job_id) and not job_id.startswith(_ENCODED):
         return job_id + ".log"
-    raw = job_id.encode("utf-8", TEXT_ERRORS)
+    raw = as_stored(job_id)
     if len(raw) <= _HEX_MAX:
         return _ENCODED + raw.hex() + ".log"
     return _HASHED + hashlib.sha256(raw).hexdigest() + ".log"
@@ -86,7 +85,7 @@ def job_of(name: str) -> tuple[bool, str | None]:
             raw = bytes.fromhex(written)
         except ValueError:
             return False, None
-        job_id = raw.decode("utf-8", TEXT_ERRORS)
+        job_id = from_stored(raw)
         return file_name(job_id) == name, job_id
     return bool(_IDENT.fullmatch(stem)), stem
 
@@ -147,16 +146,15 @@ def _unlink(paths: list[str]) -> tuple[int, OSError | None]:
     return removed, error
 
 
-async def sweep(folder: str, ttl: int, present: Present, now: float | None = None) -> int:
+async def sweep(folder: str, ttl: int, present: Present) -> int:
     """Remove the expired jobs' log files in ``folder``; how many went. The
     folder is read in a thread: it may hold a week of jobs."""
     if ttl <= 0:
         return 0
-    at = time.time() if now is None else now
-    found = await asyncio.to_thread(stale, folder, ttl, at)
+    found = await asyncio.to_thread(stale, folder, ttl, time.time()) or []
     removed, error = 0, None
-    for i in range(0, len(found or ()), BATCH):
-        chunk = (found or [])[i : i + BATCH]
+    for i in range(0, len(found), BATCH):
+        chunk = found[i : i + BATCH]
         kept = await present([f.job_id for f in chunk if f.job_id is not None])
         gone = [f.path for f in chunk if f.job_id not in kept]
         n, failed = await asyncio.to_thread(_unlink, gone)

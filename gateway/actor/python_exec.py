@@ -31,7 +31,7 @@ from gateway.actor.joblog import JobLog
 from gateway.actor.sandbox import JOB_DIR, Sandbox
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
-from gateway.supervisor.connection import TEXT_ERRORS
+from gateway.model.job import as_stored
 
 #: How much of stderr becomes the job's error message.
 ERROR_TAIL = 4096
@@ -156,7 +156,7 @@ class PythonExecutor:
         hit: str | None = None
         cpu = self._cpu(job.timeout)
         try:
-            (workdir / "job.py").write_bytes(job.script.encode("utf-8", TEXT_ERRORS))  # as stored
+            (workdir / "job.py").write_bytes(as_stored(job.script))
             inside = JOB_DIR if self.sandbox else str(workdir)
             env = {
                 "PATH": os.defpath,

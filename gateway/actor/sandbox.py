@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.supervisor.connection import TEXT_ERRORS
+from gateway.model.job import as_stored
 
 #: Where the job folder appears inside the sandbox.
 JOB_DIR = "/job"
@@ -121,7 +121,7 @@ class Sandbox:
             args += ["--setenv", name, value]
         if any("\0" in arg for arg in args):
             raise ValueError("env_vars may not contain NUL characters")
-        return b"".join(arg.encode("utf-8", TEXT_ERRORS) + b"\0" for arg in args)
+        return b"".join(as_stored(arg) + b"\0" for arg in args)
 
     def prepare(self, workdir: Path) -> None:
         """Hand the job folder to the job's uid (it is the one place it may write)."""

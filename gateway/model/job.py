@@ -31,6 +31,22 @@ REPORT_EVENTS = frozenset(("log", "progress"))
 #: characters) and as a file name (no ``/``, no leading dot).
 IDENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"
 
+#: How text that is not UTF-8 is read from Redis and written back (any
+#: producer may write bytes): Python's own convention for bytes that are not
+#: text, as in file names. Such a byte is a lone surrogate in the ``str``.
+TEXT_ERRORS = "surrogateescape"
+
+
+def as_stored(text: str) -> bytes:
+    """``text`` as the bytes Redis holds it as (see ``TEXT_ERRORS``)."""
+    return text.encode("utf-8", TEXT_ERRORS)
+
+
+def from_stored(raw: bytes) -> str:
+    """The text Redis's ``raw`` bytes read as (see ``TEXT_ERRORS``)."""
+    return raw.decode("utf-8", TEXT_ERRORS)
+
+
 #: Priority 1 (normal) is the plain queue key, so plain Hero actors see normal
 #: jobs; 0 (high) and 2 (low) get their own queues (``keys.work_queue``).
 DEFAULT_PRIORITY = 1

@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.errors import BackendUnavailable
+from gateway.model.job import TEXT_ERRORS
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -74,11 +75,6 @@ def _keepalive_options() -> dict[int, int]:
     return {  # Linux; macOS names the first one differently
         getattr(socket, n): v for n, v in zip(names, KEEPALIVE, strict=True) if hasattr(socket, n)
     }
-
-
-#: How text that is not UTF-8 is read from Redis and written back: Python's
-#: own convention for bytes that are not text (as in file names).
-TEXT_ERRORS = "surrogateescape"
 
 
 def connection(url: str, name: str) -> AbstractConnection:

@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 from gateway.errors import InvalidParams
-from gateway.model.job import decode
+from gateway.model.job import as_stored, decode, from_stored
 from gateway.supervisor import keys
-from gateway.supervisor.connection import TEXT_ERRORS, Commands, lenient
+from gateway.supervisor.connection import Commands, lenient
 from gateway.supervisor.replies import pairs, scored
 
 _BATCH = 200
@@ -37,7 +37,7 @@ def _encode_cursor(score: float, job_id: str) -> str:
     bytes, so the cursor is always plain text a client can send back."""
     if re.fullmatch(keys.IDENT_PATTERN, job_id):
         return f"{score!r}:{job_id}"
-    return f"{score!r}:.{job_id.encode('utf-8', TEXT_ERRORS).hex()}"
+    return f"{score!r}:.{as_stored(job_id).hex()}"
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
@@ -49,7 +49,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         value = float(score)
         if job_id.startswith("."):
-            job_id = bytes.fromhex(job_id[1:]).decode("utf-8", TEXT_ERRORS)
+            job_id = from_stored(bytes.fromhex(job_id[1:]))
         if not sep or not math.isfinite(value) or _encode_cursor(value, job_id) != cursor:
             raise ValueError
         return value, job_id

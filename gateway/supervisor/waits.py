@@ -34,7 +34,7 @@ from redis.exceptions import ResponseError
 from gateway.errors import HeroError, JobNotFound, WaitTimeout
 from gateway.model import TERMINAL, Event, result
 from gateway.supervisor import keys
-from gateway.supervisor.connection import UNAVAILABLE, RedisNotReady
+from gateway.supervisor.connection import UNAVAILABLE, lenient
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor.waits")
@@ -210,19 +210,15 @@ class WaitHub:
             commands.append(("LINDEX", keys.reply(job_id), -1))
             if self._compat:
                 commands.append(("LINDEX", keys.legacy_reply(job_id), -1))
-        rows = await self._wire.pipeline(commands, errors_in_place=True)
+        rows = await lenient(self._wire, commands)
         step = 3 if self._compat else 2
         for i, job_id in enumerate(due):
             mine = rows[i * step : i * step + step]
-            refused = [r for r in mine if isinstance(r, Exception)]
-            for r in refused:
-                if isinstance(r, RedisNotReady):
-                    raise r  # not now: the next sweep looks again
-            if refused:  # a key of another type: this wait alone learns nothing now
+            if mine[0] is None:  # its key is of another type: this wait learns nothing now
                 self._later(job_id, now)
                 continue
             status, output, error = mine[0]
-            replies = [r for r in mine[1:] if r is not None]
+            replies = [r for r in mine[1:] if r is not None]  # a refused LINDEX: none
             if status in TERMINAL:
                 with contextlib.suppress(ResponseError):  # the end is the waiter's all the same
                     await self._reconcile(job_id)  # index, event and dependents catch up

@@ -50,13 +50,8 @@ from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseErro
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.supervisor.connection import (
-    CONNECT_TIMEOUT,
-    TEXT_ERRORS,
-    RedisNotReady,
-    connection,
-    reply_error,
-)
+from gateway.model.job import as_stored
+from gateway.supervisor.connection import CONNECT_TIMEOUT, RedisNotReady, connection, reply_error
 
 Push = Callable[[list[Any]], None]
 
@@ -296,14 +291,12 @@ class Wire:
 
 def _packed(command: Sequence[Any]) -> bytes:
     """``command`` in RESP. hiredis encodes text strictly; a string read from
-    Redis with bytes that were not UTF-8 (``connection.TEXT_ERRORS``) goes
+    Redis with bytes that were not UTF-8 (``model.job.TEXT_ERRORS``) goes
     back as those bytes, so an actor can report the job it was given."""
     try:
         packed: bytes = hiredis.pack_command(tuple(command))
     except UnicodeEncodeError:
-        raw: tuple[Any, ...] = tuple(
-            a.encode("utf-8", TEXT_ERRORS) if isinstance(a, str) else a for a in command
-        )
+        raw: tuple[Any, ...] = tuple(as_stored(a) if isinstance(a, str) else a for a in command)
         packed = hiredis.pack_command(raw)
     return packed
 

@@ -256,12 +256,10 @@ class ActorLink:
         if not orphans:
             return []
         asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in orphans]
-        rows = await self._wire.pipeline(asks, errors_in_place=True)
+        rows = await connection.lenient(self._wire, asks)
         adopted, stale = [], []
         for job_id, row in zip(orphans, rows, strict=True):
-            if isinstance(row, connection.RedisNotReady):
-                raise row  # not now: the next adopt looks again
-            if isinstance(row, list) and row[0] == "started" and row[1] == self.name:
+            if row is not None and row[0] == "started" and row[1] == self.name:
                 adopted.append(Claimed.from_row([job_id, *row[2:]]))
                 self._adopted.add(job_id)  # its handoff message may still come
             else:  # ended meanwhile (stopped, reaped, deleted), or its key is no hash now

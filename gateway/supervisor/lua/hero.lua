@@ -724,14 +724,18 @@ local function error_text(r)
   return type(r) == 'table' and r.err or tostring(r)
 end
 
+-- End a job in error now, from status `old`, `reason` as its error.
+local function fail_now(ctx, id, old, reason)
+  push_reply(ctx, id, 'error', '', reason)
+  set_status(ctx, id, old, 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
+  on_terminal(ctx, id, 'error')
+end
+
 -- A job one of whose commands Redis refused ends in error, if its hash can
 -- still say so.
 local function set_aside(ctx, id, msg)
   local st = redis.call('HGET', JOB .. id, 'status')
-  if TERMINAL[st or ''] then return end
-  push_reply(ctx, id, 'error', '', msg)
-  set_status(ctx, id, st or nil, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
-  on_terminal(ctx, id, 'error')
+  if not TERMINAL[st or ''] then fail_now(ctx, id, st or nil, msg) end
 end
 
 -- `f(ctx, ...)` for one job of a many-job call. When Redis refuses one of
@@ -979,9 +983,7 @@ end
 
 -- An adopted job that cannot run ends in error, its reason as the error.
 local function reject(ctx, id, reason)
-  push_reply(ctx, id, 'error', '', reason)
-  set_status(ctx, id, 'created', 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
-  on_terminal(ctx, id, 'error')
+  fail_now(ctx, id, 'created', reason)
 end
 
 -- An id popped from `q` into `held`: the row to run it from, or nil. An
