@@ -4,6 +4,7 @@ logs, stop, timeouts and presence, all against real Redis and real processes."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from gateway.actor import Actor, JobContext, JobFailed
+from gateway.actor.joblog import JobLog
+from gateway.actor.livelog import LiveLog
 from gateway.config import Config
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
@@ -161,6 +164,38 @@ async def test_a_job_log_file_is_made_by_the_first_write(
     (log_dir / "blocked-py.log").mkdir()
     unrun = await sup.run(job("import time\ntime.sleep(30)\n", job_id="blocked-py"), wait=10)
     assert (unrun["status"], unrun["error"]) == unwritable
+
+
+async def test_an_ended_job_leaves_nothing_for_the_collector(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    """A job's context, log and live log go by reference counting when it
+    ends. They once made a cycle (the log's hook held the live log, whose
+    report held the log), so each job waited for a collection: about a
+    quarter of the actor's CPU per job (bench/analysis.md)."""
+    actor = Actor(config, concurrency=4)
+
+    @actor.handler("osis")
+    def maybe_log(ctx: JobContext) -> str:
+        if ctx.job.script == "log":
+            ctx.log("a line")
+        return "done"
+
+    actors(actor)
+    await sup.run(job("warm", script_type="osis"), wait=10)
+    gc.collect()
+    gc.disable()  # what a cycle holds stays in gc.get_objects() until collected
+    try:
+        for script in ("quiet", "log") * 5:
+            ended = await sup.run(job(script, script_type="osis"), wait=10)
+            assert ended["status"] == "finished"
+        left = [type(o).__name__ for o in gc.get_objects() if isinstance(o, JOB_OBJECTS)]
+    finally:
+        gc.enable()
+    assert left == []
+
+
+JOB_OBJECTS = (JobContext, JobLog, LiveLog)
 
 
 async def test_concurrency_runs_jobs_side_by_side(

@@ -74,5 +74,8 @@ class JobLog:
 
     def close(self) -> None:
         self._closed = True
+        # the hook is the live log's, whose report may hold this JobLog: dropped,
+        # the job's objects go by reference counting, not a collection per job
+        self.on_open = None
         if self._file is not None:
             self._file.close()
