@@ -139,3 +139,12 @@ def sleeper(marker: str, seconds: int = 60) -> str:
         f"subprocess.Popen([sys.executable, '-c', child, {marker!r}])\n"
         f"time.sleep({seconds})\n"
     )
+
+
+async def by_hand(sup: Supervisor, rds: aioredis.Redis) -> None:
+    """Maintenance only when the test ticks: ``sup``'s loop stopped, and the
+    lead held for it, so no other gateway on this Redis (the session's shared
+    server) ticks meanwhile; a tick of that one already under way ends first."""
+    await sup.maintenance.stop()
+    await rds.set(keys.LEADER, sup.maintenance.holder, px=60_000)
+    await asyncio.sleep(0.2)

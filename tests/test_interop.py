@@ -29,7 +29,7 @@ from gateway.model import library as functions
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import blocked_in, eventually, job
+from tests.helpers import blocked_in, by_hand, eventually, job
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -474,6 +474,7 @@ async def test_an_outside_end_nobody_waits_for_is_recorded_by_maintenance(
     tick records that end, once, with our retention."""
     sup = await Supervisor.connect(quick)
     try:
+        await by_hand(sup, rds)
         await sup.create(job("x", script_type="osis", job_id="n1"))
         await sup.start("n1")
         assert await rds.lpop("hero:q:work:type:osis") == "n1"

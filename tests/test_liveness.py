@@ -23,7 +23,7 @@ from gateway.embedded_redis import EmbeddedRedis, free_port
 from gateway.errors import BackendUnavailable
 from gateway.supervisor import Supervisor, keys
 from tests import server_support as support
-from tests.helpers import eventually, job, spawn_actor
+from tests.helpers import by_hand, eventually, job, spawn_actor
 from tests.server_support import Rpc, Server, http_get
 
 
@@ -79,7 +79,7 @@ async def test_the_detector_counts_only_time_redis_was_reachable(
     was out of reach gets a full TTL; one that lapses while it is reachable
     is a death."""
     config, sup = quick
-    await sup.maintenance.stop()  # ticks by hand
+    await by_hand(sup, rds)
     lease = keys.presence("osis", "default", "ghost")
     await sup.create(job(script_type="osis", job_id="held"))
     await rds.hset(keys.job("held"), mapping={"status": "started", "lease": lease,

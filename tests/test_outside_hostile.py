@@ -25,7 +25,7 @@ from gateway.pipeline.commands.common import redis_client
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import eventually
+from tests.helpers import by_hand, eventually
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,15 +44,6 @@ async def final(raw: aioredis.Redis, job_id: bytes, within: float = 20) -> dict[
     await eventually(ended, within=within)
     got: dict[bytes, bytes] = await raw.hgetall(b"hero:job:" + job_id)
     return got
-
-
-async def by_hand(sup: Supervisor, rds: aioredis.Redis) -> None:
-    """Maintenance only when the test ticks: ``sup``'s loop stopped, and the
-    lead held for it, so no other gateway on this Redis (the session's shared
-    server) ticks meanwhile; a tick of that one already under way ends first."""
-    await sup.maintenance.stop()
-    await rds.set(keys.LEADER, sup.maintenance.holder, px=60_000)
-    await asyncio.sleep(0.2)
 
 
 async def tick(sup: Supervisor) -> dict[str, int]:
