@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import Actor, python_actor
+from gateway.actor import Actor, JobContext, python_actor
 from gateway.config import Config
+from gateway.model import TERMINAL
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.commands.common import redis_client
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import by_hand, eventually
+from tests.helpers import by_hand, eventually, job
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -321,3 +322,52 @@ async def test_listings_and_stats_pass_over_a_key_of_another_type(
     stats = {q["queue"]: q for q in await sup.queue_stats("osis")}
     assert stats["hero:q:work:type:osis"]["depth"] == 2
     assert stats["hero:q:work:type:osis:prio:0"]["depth"] == 0
+
+
+async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(
+    sup: Supervisor,
+    rds: aioredis.Redis,
+    actors: Callable[..., Actor],
+    config: Config,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Our own parked-ids set made a list fails every hero_cycle as a whole,
+    after its reports are written (Redis does not roll a Function back). The
+    actor used to exit; now it keeps its outcomes and its claim, says why, and
+    tries again: a job ends once, and what was queued meanwhile runs once the
+    key is mended."""
+    actor = Actor(config, instance="refused")
+
+    @actor.handler("osis")
+    def echo(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    actors(actor)
+    assert (await sup.run(job("warm", script_type="osis"), wait=10))["output"] == "warm"
+
+    async def offering() -> bool:  # else "kept" is queued, and no refused cycle claims it
+        return bool(await rds.hlen(keys.idle("osis")))
+
+    def refused(times: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return caplog.text.count("redis refused the actor's cycle") >= times
+
+        return check
+
+    await eventually(offering)
+    await rds.lpush(keys.ORPHANS, "junk")  # an idle actor: nothing to report, a claim to make
+    await rds.hset(keys.job("queued"), mapping={"script": "queued", "status": "created"})
+    await rds.lpush("hero:q:work:type:osis", "queued")  # an outside push wakes it
+    await eventually(refused(1))
+    await rds.delete(keys.ORPHANS)
+    assert (await sup.output("queued", wait=10))["output"] == "queued"  # claimed on a retry
+
+    await eventually(offering)
+    await rds.lpush(keys.ORPHANS, "junk")
+    kept = await sup.run(job("kept", script_type="osis", job_id="kept"), wait=10)
+    assert (kept["status"], kept["output"]) == ("finished", "kept")
+    await eventually(refused(3))  # the report, then its retry
+    await rds.delete(keys.ORPHANS)
+    assert (await sup.run(job("after", script_type="osis"), wait=15))["output"] == "after"
+    ends = [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "kept"]
+    assert [f["event"] for f in ends if f["event"] in TERMINAL] == ["finished"]

@@ -143,6 +143,7 @@ class Actor:
         the cycle that reports it is the next). Once stopping: claim nothing,
         let the running jobs end, report them, withdraw, and run what was
         handed over meanwhile before leaving."""
+        refused = 0.0  # seconds until the next try of a cycle Redis refused
         while True:
             is_stopping = self._stopping.is_set()
             idle = not jobs.running and not jobs.done
@@ -166,11 +167,14 @@ class Actor:
                         jobs.launch(await link.adopt(jobs.running))
                         want = min(want, max(self.concurrency - len(jobs.running), 0))
                     claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
-                except UNAVAILABLE:
-                    jobs.done[:0] = outcomes  # keep them; report once Redis is back
+                except (*UNAVAILABLE, ResponseError) as exc:
+                    jobs.done[:0] = outcomes  # keep them; report once Redis takes the cycle
                     link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
-                    await asyncio.sleep(0.5)
+                    link.claim_due = link.claim_due or want > 0  # its claim is still to make
+                    refused = refused_again(refused, exc, link.name)
+                    await asyncio.sleep(refused or 0.5)
                     continue
+                refused = 0.0
                 jobs.launch(claimed)
             room = not is_stopping and len(jobs.running) < self.concurrency
             if jobs.done or link.has_handed() or (room and link.claim_due):
@@ -246,6 +250,28 @@ class Actor:
             joblog.close()
         await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
         return outcome
+
+
+def refused_again(delay: float, exc: Exception, actor: str) -> float:
+    """The wait before the next try of a cycle (0 when Redis was out of reach:
+    its own short wait). A cycle Redis refused as a whole is not one job's
+    (each job's part fails alone): a key of the protocol someone made another
+    type, which an operator has to mend. Until then the actor keeps its jobs
+    and their outcomes, says why at every try, and tries again at most every
+    ``REFUSED_MAX`` seconds, where it once exited."""
+    if not isinstance(exc, ResponseError):
+        return 0.0
+    delay = min(max(delay * 2, REFUSED_FIRST), REFUSED_MAX)
+    log.error(
+        "redis refused the actor's cycle; its jobs are kept and it tries again",
+        extra={"actor": actor, "error": str(exc), "retry_in": delay},
+    )
+    return delay
+
+
+#: The first and the longest wait before another try of a refused cycle, seconds.
+REFUSED_FIRST = 0.5
+REFUSED_MAX = 10.0
 
 
 def python_actor(
