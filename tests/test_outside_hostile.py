@@ -324,6 +324,27 @@ async def test_listings_and_stats_pass_over_a_key_of_another_type(
     assert stats["hero:q:work:type:osis:prio:0"]["depth"] == 0
 
 
+async def test_a_work_queue_made_another_type_ends_its_jobs_in_error(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A producer made a type's work queue a hash, so Redis refuses the push.
+    The call used to fail whole (-32603) and leave its jobs marked dispatched,
+    queued nowhere and missing from the status indexes; now each of them ends
+    in error saying why, and the same call's jobs of other queues are queued."""
+    await rds.hset("hero:q:work:type:osis", "a", "b")
+    for job_id, script_type in (("o1", "osis"), ("s1", "sal")):
+        await sup.create(job("x", script_type=script_type, job_id=job_id))
+    started = await asyncio.gather(sup.start("o1"), sup.start("s1"))  # one hero_start_many
+    assert [s["status"] for s in started] == ["error", "dispatched"]
+    ran = await sup.run(job("y", script_type="osis", job_id="r1"), wait=5)
+    assert ran["status"] == "error"
+    assert ran["error"].startswith("queue hero:q:work:type:osis refused it: WRONGTYPE")
+    assert await rds.lrange("hero:q:work:type:sal", 0, -1) == ["s1"]
+    listed = {s: {j["id"] for j in (await sup.list_jobs(status=s))["jobs"]}
+              for s in ("error", "dispatched")}  # fmt: skip
+    assert listed == {"error": {"o1", "r1"}, "dispatched": {"s1"}}
+
+
 async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(
     sup: Supervisor,
     rds: aioredis.Redis,

@@ -121,7 +121,8 @@ local function context(args)
     -- pushes, pushed: work queue -> the ids this call queued there, in order;
     -- moves, moved: job id -> {status before the call, status now}, in order;
     -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order;
-    -- counted, counts: TRANSITIONS field -> transitions emitted, in order.
+    -- counted, counts: TRANSITIONS field -> transitions emitted, in order;
+    -- refused: job ids whose queue refused their push (see close_pushes).
   }
   -- as text once: each number given to redis.call is formatted anew
   ctx.ts = string.format('%d', ctx.ms)
@@ -214,11 +215,30 @@ local function flush_moves(ctx, moved)
 end
 
 local close_offers  -- (defined with hand_off)
+local fail_now  -- (defined with the other failures)
 
--- The ids a call queued, one LPUSH per work queue (see dispatch).
+-- The ids a call queued, one LPUSH per work queue (see dispatch). A work
+-- queue is the protocol's: a producer that made it a key of another type
+-- makes Redis refuse the push, and those ids end in error saying so (their
+-- run-and-wait answers it), not queued yet marked dispatched; the call's
+-- other queues and writes go on.
 local function close_pushes(ctx)
-  for _, q in ipairs(ctx.pushed) do batched('LPUSH', q, ctx.pushes[q], 1000) end
+  local pushes, pushed = ctx.pushes, ctx.pushed
   ctx.pushes, ctx.pushed = nil, nil
+  for _, q in ipairs(pushed) do
+    local ids = pushes[q]
+    for i = 1, #ids, 1000 do
+      local r = redis.pcall('LPUSH', q, unpack(ids, i, math.min(i + 999, #ids)))
+      if type(r) == 'table' and r.err then
+        local reason = 'queue ' .. q .. ' refused it: ' .. r.err
+        for j = i, #ids do
+          fail_now(ctx, ids[j], 'dispatched', reason)
+          tab(ctx, 'refused')[ids[j]] = true
+        end
+        break
+      end
+    end
+  end
 end
 
 local function flush(ctx)
@@ -725,7 +745,7 @@ local function error_text(r)
 end
 
 -- End a job in error now, from status `old`, `reason` as its error.
-local function fail_now(ctx, id, old, reason)
+fail_now = function(ctx, id, old, reason)
   push_reply(ctx, id, 'error', '', reason)
   set_status(ctx, id, old, 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   on_terminal(ctx, id, 'error')
@@ -862,6 +882,19 @@ end
 -- job, in order.
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
 --       fields JSON (a flat [field, value, ...] array)
+-- The call's queued ids pushed before it answers: a job whose push was
+-- refused answers as the error it ended in (see close_pushes), not as
+-- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`.
+local function answer_pushed(ctx, out, args, first, step)
+  if ctx.pushed then close_pushes(ctx) end
+  if ctx.refused then
+    for k = 1, #out do
+      if ctx.refused[args[first + (k - 1) * step]] then out[k] = {'error', ''} end
+    end
+  end
+  return out
+end
+
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
@@ -870,7 +903,7 @@ local function hero_submit_many(_, args)
   for i = H + 2, #args, 3 do
     out[#out + 1] = submit(ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
   end
-  return out
+  return answer_pushed(ctx, out, args, H + 2, 3)
 end
 
 -- Start many created jobs in one call (the job.starts of a JSON-RPC batch):
@@ -887,7 +920,7 @@ local function hero_start_many(_, args)
     if not ok then r = {'failed', type(r) == 'table' and r.err or tostring(r)} end
     out[#out + 1] = r
   end
-  return out
+  return answer_pushed(ctx, out, args, H + 1, 1)
 end
 
 -- Jobs from producers we did not write ----------------------------------------
