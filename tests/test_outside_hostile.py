@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext, python_actor
 from gateway.config import Config
+from gateway.errors import JobNotFound
 from gateway.model import TERMINAL
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.commands.common import redis_client
@@ -343,6 +344,18 @@ async def test_a_work_queue_made_another_type_ends_its_jobs_in_error(
     listed = {s: {j["id"] for j in (await sup.list_jobs(status=s))["jobs"]}
               for s in ("error", "dispatched")}  # fmt: skip
     assert listed == {"error": {"o1", "r1"}, "dispatched": {"s1"}}
+
+
+async def test_a_job_key_of_another_type_reads_as_no_such_job(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """job.get, job.status, job.output and the owner check every caller's
+    call makes answered -32603 for a job key someone made a string."""
+    await rds.set(keys.job("s1"), "x")
+    reads = (sup.get, sup.status, sup.output, sup.owner)
+    for read in reads:
+        with pytest.raises(JobNotFound):
+            await read("s1")
 
 
 async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool
@@ -21,11 +21,12 @@ from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.errors import BackendUnavailable
+from gateway.errors import BackendUnavailable, JobNotFound
 from gateway.model.job import TEXT_ERRORS
 
 P = ParamSpec("P")
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 class Commands(Protocol):
@@ -170,3 +171,22 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]
             raise
 
     return wrapper
+
+
+def guarded_job(
+    fn: Callable[Concatenate[S, str, P], Awaitable[T]],
+) -> Callable[Concatenate[S, str, P], Coroutine[Any, Any, T]]:
+    """``guarded`` for a read of one job (``self, job_id, ...``) that reads
+    only its hash: a job key Redis refuses to read as a hash (a producer made
+    it a key of another type) answers as no such job, not as -32603."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: S, job_id: str, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(self, job_id, *args, **kwargs)
+        except ResponseError as exc:
+            if str(exc).startswith("WRONGTYPE"):
+                raise JobNotFound(job_id) from None
+            raise
+
+    return guarded(wrapper)

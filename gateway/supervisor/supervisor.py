@@ -32,7 +32,7 @@ from gateway.supervisor import (
     submission,
 )
 from gateway.supervisor.batching import Merger
-from gateway.supervisor.connection import guarded
+from gateway.supervisor.connection import guarded, guarded_job
 from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
 from gateway.supervisor.replies import pairs
@@ -218,7 +218,7 @@ class Supervisor:
             raise JobNotFound(job_id)
         return result(job_id, status, output, error)
 
-    @guarded
+    @guarded_job
     async def output(self, job_id: str, wait: float | None = None) -> dict[str, Any]:
         if not wait:
             return await self._result(job_id)
@@ -234,21 +234,21 @@ class Supervisor:
             self.waits.resolve(job_id, now)
         return await self.waits.wait(job_id, fut, _wait_seconds(wait, default=MAX_WAIT))
 
-    @guarded
+    @guarded_job
     async def status(self, job_id: str) -> dict[str, Any]:
         status = await self.wire.execute_command("HGET", keys.job(job_id), "status")
         if status is None:
             raise JobNotFound(job_id)
         return {"job_id": job_id, "status": status}
 
-    @guarded
+    @guarded_job
     async def get(self, job_id: str) -> dict[str, Any]:
         raw = pairs(await self.wire.execute_command("HGETALL", keys.job(job_id)))
         if not raw:
             raise JobNotFound(job_id)
         return decode(raw)
 
-    @guarded
+    @guarded_job
     async def owner(self, job_id: str) -> str | None:
         """The job's caller_id ("" when none: an outside producer's job, an
         admin's alone); JobNotFound when there is no such job. One round trip
