@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import Actor, JobContext, python_actor
+from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.model import TERMINAL
@@ -405,3 +405,52 @@ async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(
     assert (await sup.run(job("after", script_type="osis"), wait=15))["output"] == "after"
     ends = [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "kept"]
     assert [f["event"] for f in ends if f["event"] in TERMINAL] == ["finished"]
+
+
+async def test_a_refused_cycle_reports_nothing_twice_and_lets_the_actor_stop(
+    fast: Config, rds: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hero_cycle records its reports before Redis refuses the rest of it.
+    Sent again, a report of attempt 1 ended attempt 2 of the same job (its
+    retry, handed back to this actor); a job ended and not yet reported was
+    adopted from the held list and run again; and a stopping actor kept
+    sending its report and never left."""
+    sup = await Supervisor.connect(fast)
+    actor = Actor(fast, instance="twice", concurrency=2)
+    failing = asyncio.Event()
+    runs: list[int] = []
+
+    @actor.handler("osis")
+    async def flaky(ctx: JobContext) -> str:
+        runs.append(ctx.job.attempt)
+        if ctx.job.attempt == 1:
+            failing.set()
+            await asyncio.sleep(0.2)  # ends after the key is broken
+            raise JobFailed("attempt 1 failed")
+        await asyncio.sleep(1.0)  # attempt 2 runs across refused cycles
+        return f"attempt {ctx.job.attempt}"
+
+    serving = asyncio.create_task(actor.serve())
+    try:
+
+        async def offering() -> bool:
+            return bool(await rds.hlen(keys.idle("osis")))
+
+        await eventually(offering)
+        await sup.create(job("x", script_type="osis", job_id="X", retries=1))
+        await sup.start("X")
+        await asyncio.wait_for(failing.wait(), 10)
+        await rds.lpush(keys.ORPHANS, "junk")
+        done = await sup.output("X", wait=20)
+        assert (done["status"], done["output"]) == ("finished", "attempt 2")
+        events = [f["event"] for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "X"]
+        assert [e for e in events if e in TERMINAL or e == "retrying"] == ["retrying", "finished"]
+        assert "redis refused the actor's cycle" in caplog.text
+        actor.stop()  # its last report was recorded: nothing holds it
+        await asyncio.wait_for(asyncio.shield(serving), 5)
+        assert runs == [1, 2]  # not run again by an adopt while its report was pending
+    finally:
+        await rds.delete(keys.ORPHANS)
+        actor.stop()
+        await asyncio.wait_for(serving, 30)
+        await sup.close()

@@ -38,7 +38,7 @@ from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
-from gateway.supervisor.connection import UNAVAILABLE, user_of
+from gateway.supervisor.connection import UNAVAILABLE, raised_inside, user_of
 from gateway.supervisor.retention import JobLookup
 from gateway.supervisor.worker import ActorLink
 
@@ -148,10 +148,10 @@ class Actor:
             is_stopping = self._stopping.is_set()
             idle = not jobs.running and not jobs.done
             if is_stopping and link.offering and not idle:  # no job for a stopping actor
-                with contextlib.suppress(*UNAVAILABLE):
+                with contextlib.suppress(*UNAVAILABLE, ResponseError):
                     await link.withdraw()
-            if is_stopping and idle:
-                with contextlib.suppress(*UNAVAILABLE):  # else the reaper re-dispatches
+            if is_stopping and idle:  # refused or lost: the reaper re-dispatches
+                with contextlib.suppress(*UNAVAILABLE, ResponseError):
                     await link.withdraw()
                     jobs.launch(link.handed())  # handed over just before we withdrew
                     jobs.launch(await link.adopt(jobs.running))
@@ -164,15 +164,21 @@ class Actor:
                 outcomes, jobs.done = jobs.done, []
                 try:
                     if link.adopt_due:  # held jobs of an earlier process with this name
-                        jobs.launch(await link.adopt(jobs.running))
+                        # (or of a lost cycle); those ended and not reported are in hand too
+                        in_hand = {*jobs.running, *(o.job_id for o in outcomes)}
+                        jobs.launch(await link.adopt(in_hand))
                         want = min(want, max(self.concurrency - len(jobs.running), 0))
                     claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
                 except (*UNAVAILABLE, ResponseError) as exc:
-                    jobs.done[:0] = outcomes  # keep them; report once Redis takes the cycle
+                    # hero_cycle records each report first, each on its own: a
+                    # refusal raised as it ran came after them (sent again, one
+                    # could end a later attempt of its job)
+                    if not raised_inside(exc):
+                        jobs.done[:0] = outcomes  # keep them; report once Redis takes the cycle
                     link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
                     link.claim_due = link.claim_due or want > 0  # its claim is still to make
                     refused = refused_again(refused, exc, link.name)
-                    await asyncio.sleep(refused or 0.5)
+                    await self._pause(refused or 0.5)
                     continue
                 refused = 0.0
                 jobs.launch(claimed)
@@ -182,6 +188,15 @@ class Actor:
             if is_stopping and not jobs.running:
                 continue  # reported the last ones: leave (at the top)
             await link.wait_for_work()  # stop() wakes it too
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait before another try of a cycle, cut short by ``stop`` (once
+        stopping, the whole time: a stopping actor's tries do not spin)."""
+        if self._stopping.is_set():
+            await asyncio.sleep(seconds)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _sweep_logs(self) -> None:
         """Remove expired jobs' log files now and every ``logfiles.SWEEP_EVERY``
@@ -257,8 +272,8 @@ def refused_again(delay: float, exc: Exception, actor: str) -> float:
     its own short wait). A cycle Redis refused as a whole is not one job's
     (each job's part fails alone): a key of the protocol someone made another
     type, which an operator has to mend. Until then the actor keeps its jobs
-    and their outcomes, says why at every try, and tries again at most every
-    ``REFUSED_MAX`` seconds, where it once exited."""
+    (and the outcomes Redis did not record), says why at every try, and tries
+    again at most every ``REFUSED_MAX`` seconds, where it once exited."""
     if not isinstance(exc, ResponseError):
         return 0.0
     delay = min(max(delay * 2, REFUSED_FIRST), REFUSED_MAX)
