@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
-from gateway.errors import JobNotFound
+from gateway.errors import Forbidden, JobNotFound
 from gateway.model import TERMINAL
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.commands.common import redis_client
@@ -331,7 +331,8 @@ async def test_a_work_queue_made_another_type_ends_its_jobs_in_error(
     """A producer made a type's work queue a hash, so Redis refuses the push.
     The call used to fail whole (-32603) and leave its jobs marked dispatched,
     queued nowhere and missing from the status indexes; now each of them ends
-    in error saying why, and the same call's jobs of other queues are queued."""
+    in error saying why, and the same call's jobs of other queues are queued.
+    Another caller's answer for the same id in that call stays its own."""
     await rds.hset("hero:q:work:type:osis", "a", "b")
     for job_id, script_type in (("o1", "osis"), ("s1", "sal")):
         await sup.create(job("x", script_type=script_type, job_id=job_id))
@@ -344,6 +345,48 @@ async def test_a_work_queue_made_another_type_ends_its_jobs_in_error(
     listed = {s: {j["id"] for j in (await sup.list_jobs(status=s))["jobs"]}
               for s in ("error", "dispatched")}  # fmt: skip
     assert listed == {"error": {"o1", "r1"}, "dispatched": {"s1"}}
+    answers = await asyncio.gather(  # one hero_submit_many
+        sup.run(job("a", script_type="osis", job_id="same", caller_id="alice"), wait=5),
+        sup.run(job("b", script_type="osis", job_id="same", caller_id="bob"), wait=5),
+        return_exceptions=True,
+    )
+    alice, bob = answers
+    assert isinstance(alice, dict) and alice["status"] == "error"
+    assert isinstance(bob, Forbidden)  # not alice's result
+
+
+async def test_a_refused_push_in_compat_or_stream_mode_ends_only_its_job(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """Compat mode: a refused work queue's job leaves no copy in its legacy
+    queue (an outside actor would run an ended job), and a legacy queue made
+    another type is passed over. Stream mode: a refused stream ends its job
+    alone; before, the whole call failed and the batch's other jobs with it."""
+    sup = await Supervisor.connect(replace(config, compat_legacy=True))
+    try:
+        await rds.hset("hero:q:work:type:osis", "a", "b")
+        assert (await sup.run(job("x", script_type="osis", job_id="c1"), wait=5))[
+            "status"
+        ] == "error"
+        assert await rds.lrange("hero:work_queue:osis", 0, -1) == []
+        await rds.hset("hero:work_queue:sal", "a", "b")
+        await sup.create(job("y", script_type="sal", job_id="c2"))
+        assert (await sup.start("c2"))["status"] == "dispatched"
+        assert await rds.lrange("hero:q:work:type:sal", 0, -1) == ["c2"]
+    finally:
+        await sup.close()
+    sup = await Supervisor.connect(replace(config, stream_types=("osis",)))
+    try:
+        await rds.lpush(keys.work_stream("osis"), "x")
+        for job_id, script_type in (("t1", "osis"), ("t2", "sal")):
+            await sup.create(job("z", script_type=script_type, job_id=job_id))
+        started = await asyncio.gather(sup.start("t1"), sup.start("t2"))  # one hero_start_many
+        assert [s["status"] for s in started] == ["error", "dispatched"]
+        assert (await sup.get("t1"))["error"].startswith(
+            f"queue {keys.work_stream('osis')} refused"
+        )
+    finally:
+        await sup.close()
 
 
 async def test_a_job_key_of_another_type_reads_as_no_such_job(

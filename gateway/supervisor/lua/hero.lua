@@ -215,13 +215,13 @@ local function flush_moves(ctx, moved)
 end
 
 local close_offers  -- (defined with hand_off)
-local fail_now  -- (defined with the other failures)
+local refuse_push  -- (defined with the other failures)
 
 -- The ids a call queued, one LPUSH per work queue (see dispatch). A work
 -- queue is the protocol's: a producer that made it a key of another type
--- makes Redis refuse the push, and those ids end in error saying so (their
--- run-and-wait answers it), not queued yet marked dispatched; the call's
--- other queues and writes go on.
+-- makes Redis refuse the push, and those ids end in error saying so
+-- (refuse_push), not marked dispatched yet queued nowhere; the call's other
+-- queues and writes go on.
 local function close_pushes(ctx)
   local pushes, pushed = ctx.pushes, ctx.pushed
   ctx.pushes, ctx.pushed = nil, nil
@@ -230,11 +230,7 @@ local function close_pushes(ctx)
     for i = 1, #ids, 1000 do
       local r = redis.pcall('LPUSH', q, unpack(ids, i, math.min(i + 999, #ids)))
       if type(r) == 'table' and r.err then
-        local reason = 'queue ' .. q .. ' refused it: ' .. r.err
-        for j = i, #ids do
-          fail_now(ctx, ids[j], 'dispatched', reason)
-          tab(ctx, 'refused')[ids[j]] = true
-        end
+        for j = i, #ids do refuse_push(ctx, ids[j], 'dispatched', q, r.err) end
         break
       end
     end
@@ -590,7 +586,9 @@ local function dispatch(ctx, id, old, route, rec)
     if redis.call('EXISTS', f[1]) == 0 then
       redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
     end
-    redis.call('HSET', JOB .. id, 'entry', redis.call('XADD', f[1], '*', 'job_id', id))
+    local entry = redis.pcall('XADD', f[1], '*', 'job_id', id)
+    if type(entry) == 'table' then return refuse_push(ctx, id, old, f[1], entry.err) end
+    redis.call('HSET', JOB .. id, 'entry', entry)
   else  -- written with the call's other ids for this queue (close_pushes)
     local ids = bucket(tab(ctx, 'pushes'), tab(ctx, 'pushed'), f[1])
     ids[#ids + 1] = id
@@ -603,12 +601,15 @@ local function dispatch(ctx, id, old, route, rec)
   if ctx.compat then
     local copies = {}
     for _, kind in ipairs(ctx.legacy[f[3]] or {'work_queue'}) do
-      if kind == 'actor_queue' then
-        copies[#copies + 1] = LEGACY_ACTOR .. f[3]
+      local copy = kind == 'actor_queue' and LEGACY_ACTOR .. f[3]
+        or LEGACY_WORK .. ((f[2] and f[2] ~= '') and f[2] or f[3])
+      -- a legacy queue made another type is passed over, as a claim passes it
+      local r = redis.pcall('LPUSH', copy, id)
+      if type(r) == 'table' then
+        redis.log(redis.LOG_WARNING, 'hero-gateway: legacy queue ' .. copy .. ' passed over: ' .. r.err)
       else
-        copies[#copies + 1] = LEGACY_WORK .. ((f[2] and f[2] ~= '') and f[2] or f[3])
+        copies[#copies + 1] = copy
       end
-      redis.call('LPUSH', copies[#copies], id)
     end
     redis.call('HSET', JOB .. id, 'legacy', table.concat(copies, '\n'))
   end
@@ -745,7 +746,7 @@ local function error_text(r)
 end
 
 -- End a job in error now, from status `old`, `reason` as its error.
-fail_now = function(ctx, id, old, reason)
+local function fail_now(ctx, id, old, reason)
   push_reply(ctx, id, 'error', '', reason)
   set_status(ctx, id, old, 'error', {'error', reason, 'finished_at', ctx.iso}, reason)
   on_terminal(ctx, id, 'error')
@@ -773,6 +774,22 @@ local function alone(ctx, held, id, f, ...)
   if held then redis.pcall('LREM', held, 0, id) end
   pcall(set_aside, ctx, id, msg)
   return nil
+end
+
+local function end_refused(ctx, id, old, reason)
+  for _, q in ipairs(legacy_copies(redis.call('HGET', JOB .. id, 'legacy'))) do
+    redis.pcall('LREM', q, 0, id)
+  end
+  fail_now(ctx, id, old, reason)
+end
+
+-- A job whose work queue `q` refused it (`err`; see close_pushes, dispatch)
+-- ends in error, on its own, and its copies in legacy queues go, so no
+-- outside actor runs an ended job. The call answers it as that error
+-- (answer_pushed). Returns nothing: the job is queued nowhere.
+refuse_push = function(ctx, id, old, q, err)
+  tab(ctx, 'refused')[id] = true
+  alone(ctx, nil, id, end_refused, id, old, 'queue ' .. q .. ' refused it: ' .. err)
 end
 
 local function promote_one(ctx, id)
@@ -883,13 +900,17 @@ end
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
 --       fields JSON (a flat [field, value, ...] array)
 -- The call's queued ids pushed before it answers: a job whose push was
--- refused answers as the error it ended in (see close_pushes), not as
--- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`.
+-- refused answers as the error it ended in (see refuse_push), not as
+-- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`; only a
+-- `dispatched` answer is that job's dispatch (another caller's answer for
+-- the same id, such as `taken`, stays).
 local function answer_pushed(ctx, out, args, first, step)
   if ctx.pushed then close_pushes(ctx) end
   if ctx.refused then
     for k = 1, #out do
-      if ctx.refused[args[first + (k - 1) * step]] then out[k] = {'error', ''} end
+      if out[k][1] == 'dispatched' and ctx.refused[args[first + (k - 1) * step]] then
+        out[k] = {'error', ''}
+      end
     end
   end
   return out
