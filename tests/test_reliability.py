@@ -22,6 +22,7 @@ from gateway.errors import WaitTimeout
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import (
+    by_hand,
     events_of,
     eventually,
     job,
@@ -332,3 +333,52 @@ async def test_actor_adopts_jobs_it_holds_but_is_not_running(
     actors(actor)
     assert (await fsup.output("lost", wait=20))["output"] == "lost"
     await ghost.close()
+
+
+async def test_a_report_sent_again_after_a_lost_reply_ends_no_later_attempt(
+    fast: Config, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis ran the cycle reporting attempt 1's failure, and the reply was
+    lost on the way back, so the actor sends that report again. By then the
+    job's retry (attempt 2) was handed to the same actor and runs: the report
+    of attempt 1 used to end it, in the dead letters with attempt 1's error."""
+    sup = await Supervisor.connect(fast)
+    await by_hand(sup, rds)  # the retry is promoted when this test ticks
+    real_cycle = ActorLink.cycle
+    lost: list[str] = []
+
+    async def loses_one_reply(self: ActorLink, outcomes: Any, want: int, **kw: Any) -> Any:
+        reply = await real_cycle(self, outcomes, want, **kw)
+        if not lost and any(o.status == "error" for o in outcomes):
+            lost.append("yes")
+            await asyncio.sleep(0.3)  # the retry's backoff
+            assert (await sup.maintenance.tick())["promoted"] == 1  # handed to this actor
+            raise ConnectionError("the reply was lost")
+        return reply
+
+    monkeypatch.setattr(ActorLink, "cycle", loses_one_reply)
+    actor = Actor(fast, instance="lossy", concurrency=2)
+
+    @actor.handler("osis")
+    async def flaky(ctx: JobContext) -> str:
+        if ctx.job.attempt == 1:
+            raise JobFailed("attempt 1 failed")
+        await asyncio.sleep(1.0)  # still running when attempt 1's report comes again
+        return f"attempt {ctx.job.attempt}"
+
+    serving = asyncio.create_task(actor.serve())
+    try:
+
+        async def offering() -> bool:  # so the promoted retry is handed to it
+            return bool(await rds.hlen(keys.idle("osis")))
+
+        await eventually(offering)
+        await sup.create(job("x", script_type="osis", job_id="L", retries=1))
+        await sup.start("L")
+        done = await sup.output("L", wait=20)
+        assert lost and (done["status"], done["output"]) == ("finished", "attempt 2")
+        assert [e["event"] for e in await events_of(rds, "L")].count("finished") == 1
+    finally:
+        actor.stop()
+        await asyncio.wait_for(serving, 30)
+        await sup.close()

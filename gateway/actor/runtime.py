@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
-from gateway.supervisor.connection import UNAVAILABLE, raised_inside, user_of
+from gateway.supervisor.connection import UNAVAILABLE, user_of
 from gateway.supervisor.retention import JobLookup
 from gateway.supervisor.worker import ActorLink
 
@@ -170,11 +170,12 @@ class Actor:
                         want = min(want, max(self.concurrency - len(jobs.running), 0))
                     claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
                 except (*UNAVAILABLE, ResponseError) as exc:
-                    # hero_cycle records each report first, each on its own: a
-                    # refusal raised as it ran came after them (sent again, one
-                    # could end a later attempt of its job)
-                    if not raised_inside(exc):
-                        jobs.done[:0] = outcomes  # keep them; report once Redis takes the cycle
+                    # sent again: one Redis recorded already is passed over
+                    # (a later attempt of its job included, by its attempt)
+                    jobs.done[:0] = outcomes
+                    if is_stopping and isinstance(exc, ResponseError):
+                        refused_at_stop(link.name, outcomes, exc)
+                        return
                     link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
                     link.claim_due = link.claim_due or want > 0  # its claim is still to make
                     refused = refused_again(refused, exc, link.name)
@@ -246,25 +247,23 @@ class Actor:
             if inspect.isawaitable(value):  # a sync handler blocks the loop: no timer can stop it
                 async with asyncio.timeout_at(deadline):
                     value = await value
-            outcome = Outcome(job.job_id, "finished", str(value or ""), "", log_path)
+            end = ("finished", str(value or ""), "", log_path)
         except TimeoutError:
-            outcome = Outcome(
-                job.job_id, "timeout", "", f"timed out after {job.timeout}s", log_path
-            )
+            end = ("timeout", "", f"timed out after {job.timeout}s", log_path)
         except asyncio.CancelledError:
-            outcome = Outcome(job.job_id, "stopped", "", "stopped", log_path)
+            end = ("stopped", "", "stopped", log_path)
         except JobFailed as exc:
-            outcome = Outcome(job.job_id, "error", exc.output, str(exc), log_path)
+            end = ("error", exc.output, str(exc), log_path)
         except LogUnwritable:
             log.exception("cannot open the job's log", extra={"job_id": job.job_id})
-            outcome = Outcome(job.job_id, "error", "", "the actor cannot write the job's log")
+            end = ("error", "", "the actor cannot write the job's log", "")
         except Exception as exc:
             log.exception("handler failed", extra={"job_id": job.job_id})
-            outcome = Outcome(job.job_id, "error", "", f"{type(exc).__name__}: {exc}", log_path)
+            end = ("error", "", f"{type(exc).__name__}: {exc}", log_path)
         finally:
             joblog.close()
         await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
-        return outcome
+        return Outcome(job.job_id, *end, attempt=job.attempt)
 
 
 def refused_again(delay: float, exc: Exception, actor: str) -> float:
@@ -272,8 +271,8 @@ def refused_again(delay: float, exc: Exception, actor: str) -> float:
     its own short wait). A cycle Redis refused as a whole is not one job's
     (each job's part fails alone): a key of the protocol someone made another
     type, which an operator has to mend. Until then the actor keeps its jobs
-    (and the outcomes Redis did not record), says why at every try, and tries
-    again at most every ``REFUSED_MAX`` seconds, where it once exited."""
+    and their outcomes, says why at every try, and tries again at most every
+    ``REFUSED_MAX`` seconds, where it once exited."""
     if not isinstance(exc, ResponseError):
         return 0.0
     delay = min(max(delay * 2, REFUSED_FIRST), REFUSED_MAX)
@@ -282,6 +281,17 @@ def refused_again(delay: float, exc: Exception, actor: str) -> float:
         extra={"actor": actor, "error": str(exc), "retry_in": delay},
     )
     return delay
+
+
+def refused_at_stop(actor: str, outcomes: Sequence[Outcome], exc: ResponseError) -> None:
+    """A stopping actor whose cycle Redis refuses leaves: another try would
+    be refused too, and a stop must end. Reports Redis recorded before the
+    refusal stand; the others' jobs stay in its held list, for the reaper to
+    run again once its presence lapses."""
+    log.error(
+        "redis refused the stopping actor's cycle; it leaves its reports to the reaper",
+        extra={"actor": actor, "error": str(exc), "job_ids": [o.job_id for o in outcomes]},
+    )
 
 
 #: The first and the longest wait before another try of a refused cycle, seconds.
@@ -321,7 +331,7 @@ class _InFlight:
         for job in jobs:
             task = asyncio.create_task(self.start(job))
             self.running[job.job_id] = task
-            task.add_done_callback(functools.partial(self._finished, job.job_id))
+            task.add_done_callback(functools.partial(self._finished, job))
 
     def stop(self, job_id: str) -> None:
         """A stop request: cancel the job's task (its outcome is ``stopped``)."""
@@ -330,8 +340,10 @@ class _InFlight:
             log.info("stopping job", extra={"job_id": job_id})
             task.cancel()
 
-    def _finished(self, job_id: str, task: asyncio.Task[Outcome]) -> None:
-        self.running.pop(job_id, None)
-        cancelled = task.cancelled()  # stopped before it even began
-        self.done.append(Outcome(job_id, "stopped", "", "stopped") if cancelled else task.result())
+    def _finished(self, job: Claimed, task: asyncio.Task[Outcome]) -> None:
+        self.running.pop(job.job_id, None)
+        if task.cancelled():  # stopped before it even began
+            self.done.append(Outcome(job.job_id, "stopped", "", "stopped", attempt=job.attempt))
+        else:
+            self.done.append(task.result())
         self.on_done()

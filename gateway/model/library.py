@@ -237,13 +237,16 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The end an actor reports for a job it ran."""
+    """The end an actor reports for a job it ran. ``attempt``: the attempt it
+    ran (0: not known), so a report sent again after a lost reply ends no
+    later attempt of the job that this actor runs by then."""
 
     job_id: str
     status: str  # finished | error | timeout | stopped
     output: str = ""
     error: str = ""
     log_path: str = ""
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,7 @@ def cycle(
                        "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip
     for o in outcomes:
         args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
+    args += [o.attempt for o in outcomes]  # after the rest: a library without them reads as before
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
 
 

@@ -126,14 +126,6 @@ def transient(reply: ResponseError) -> bool:
     return code in TRANSIENT_REPLIES or isinstance(reply, ClusterDownError | TryAgainError)
 
 
-def raised_inside(reply: BaseException) -> bool:
-    """Whether an error reply was raised by a Function as it ran (Redis names
-    the script in it: "... script: hero_cycle, on @user_function:256."), so
-    what it wrote before stays written; not a call refused before it ran (no
-    library, no permission, out of memory), which wrote nothing."""
-    return isinstance(reply, ResponseError) and " script: " in str(reply)
-
-
 def reply_error(reply: ResponseError) -> ResponseError | RedisNotReady:
     """The exception an error reply raises: ``RedisNotReady`` for a transient one."""
     return RedisNotReady(str(reply)) if transient(reply) else reply

@@ -901,15 +901,18 @@ end
 --       fields JSON (a flat [field, value, ...] array)
 -- The call's queued ids pushed before it answers: a job whose push was
 -- refused answers as the error it ended in (see refuse_push), not as
--- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`; only a
--- `dispatched` answer is that job's dispatch (another caller's answer for
--- the same id, such as `taken`, stays).
+-- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`; a
+-- `dispatched` answer is that job's dispatch, and an `exists` or
+-- `invalid_state` answer for the same id in the call says `error` now
+-- (another caller's answer, `taken`, stays as it is).
 local function answer_pushed(ctx, out, args, first, step)
   if ctx.pushed then close_pushes(ctx) end
   if ctx.refused then
     for k = 1, #out do
-      if out[k][1] == 'dispatched' and ctx.refused[args[first + (k - 1) * step]] then
-        out[k] = {'error', ''}
+      local a = out[k]
+      if ctx.refused[args[first + (k - 1) * step]] then
+        if a[1] == 'dispatched' then out[k] = {'error', ''}
+        elseif a[1] == 'exists' or a[1] == 'invalid_state' then a[2] = 'error' end
       end
     end
   end
@@ -1189,17 +1192,21 @@ end
 -- it is still this consumer's: a peer that reclaimed it acks its own run.
 local function finish(ctx, held, who, r)
   local id = r.id
+  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', unpack(EVENT_FIELDS))
+  local status = table.remove(f, 1)
+  local dependents = table.remove(f, 1)
+  ctx.seen[id] = f
+  local ours = status == 'started' and f[4] == who.actor
+  -- a report sent again after its reply was lost, while a later attempt of
+  -- the job runs here: that attempt's held entry (or stream entry) stays
+  if ours and r.attempt and r.attempt ~= '0' and f[6] ~= r.attempt then return 0 end
   if who.consumer then
     local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
     if #mine > 0 then done_entry(who.stream, r.entry) end
   else
     redis.call('LREM', held, 1, id)
   end
-  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', unpack(EVENT_FIELDS))
-  local status = table.remove(f, 1)
-  local dependents = table.remove(f, 1)
-  ctx.seen[id] = f
-  if status ~= 'started' or f[4] ~= who.actor then
+  if not ours then
     -- an outside actor that popped a legacy copy ended it first: that end is
     -- the job's, this run's result is dropped (but the end is recorded once)
     if TERMINAL[status or ''] then record_outside(ctx, id, status) end
@@ -1247,7 +1254,8 @@ end
 --       ("off" from an actor running python jobs without one, else ""),
 --       holding (the jobs of its held list the actor has in hand, those
 --       reported now left out), n_results, (id, status, output, error, log_path,
---       stream entry)*
+--       stream entry)*, then each result's attempt ("0": not known; an
+--       actor that sends none is read as before)
 -- Returns the claimed rows and the ms until a parked id is due (0: none), so
 -- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
@@ -1259,7 +1267,8 @@ local function hero_cycle(keys, args)
   for i = 0, n - 1 do
     local b = H + 12 + i * 6
     alone(ctx, held, args[b], finish, held, who, {id = args[b], status = args[b + 1],
-      output = args[b + 2], error = args[b + 3], log_path = args[b + 4], entry = args[b + 5]})
+      output = args[b + 2], error = args[b + 3], log_path = args[b + 4], entry = args[b + 5],
+      attempt = args[H + 12 + n * 6 + i]})
   end
   promote(ctx, 100)
   -- one read of ORPHANS when none is due (the usual cycle): settle only then
