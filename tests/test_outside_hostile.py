@@ -497,3 +497,38 @@ async def test_a_refused_cycle_reports_nothing_twice_and_lets_the_actor_stop(
         actor.stop()
         await asyncio.wait_for(serving, 30)
         await sup.close()
+
+
+async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_jobs(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """Stopping, the actor left at the first refused cycle, though a job of it
+    still ran: that job's end was never reported, and it sat started."""
+    sup = await Supervisor.connect(config)
+    actor = Actor(config, instance="draining", concurrency=2)
+
+    @actor.handler("osis")
+    async def run(ctx: JobContext) -> str:
+        await asyncio.sleep(float(ctx.job.script))
+        return ctx.job.script
+
+    serving = asyncio.create_task(actor.serve())
+    try:
+
+        async def offering() -> bool:
+            return bool(await rds.hlen(keys.idle("osis")))
+
+        await eventually(offering)
+        await rds.lpush(keys.ORPHANS, "junk")
+        await sup.create(job("0", script_type="osis", job_id="quick"))
+        await sup.create(job("1.5", script_type="osis", job_id="slow"))
+        await asyncio.gather(sup.start("quick"), sup.start("slow"))  # both handed to it
+        assert (await sup.output("quick", wait=10))["status"] == "finished"
+        actor.stop()  # its cycles are refused; "slow" still runs
+        assert (await sup.output("slow", wait=10))["output"] == "1.5"
+        await asyncio.wait_for(asyncio.shield(serving), 5)
+    finally:
+        await rds.delete(keys.ORPHANS)
+        actor.stop()
+        await asyncio.wait_for(serving, 30)
+        await sup.close()

@@ -173,7 +173,7 @@ class Actor:
                     # sent again: one Redis recorded already is passed over
                     # (a later attempt of its job included, by its attempt)
                     jobs.done[:0] = outcomes
-                    if is_stopping and isinstance(exc, ResponseError):
+                    if is_stopping and isinstance(exc, ResponseError) and not jobs.running:
                         refused_at_stop(link.name, outcomes, exc)
                         return
                     link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
@@ -284,10 +284,10 @@ def refused_again(delay: float, exc: Exception, actor: str) -> float:
 
 
 def refused_at_stop(actor: str, outcomes: Sequence[Outcome], exc: ResponseError) -> None:
-    """A stopping actor whose cycle Redis refuses leaves: another try would
-    be refused too, and a stop must end. Reports Redis recorded before the
-    refusal stand; the others' jobs stay in its held list, for the reaper to
-    run again once its presence lapses."""
+    """A stopping actor whose cycle Redis refuses leaves once no job of it
+    runs: another try would be refused too, and a stop must end. Reports
+    Redis recorded before the refusal stand; the others' jobs stay in its
+    held list, for the reaper to run again once its presence lapses."""
     log.error(
         "redis refused the stopping actor's cycle; it leaves its reports to the reaper",
         extra={"actor": actor, "error": str(exc), "job_ids": [o.job_id for o in outcomes]},
