@@ -40,7 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from gateway.model.job import IDENT_PATTERN, as_stored, from_stored
+from gateway.model.job import IDENT_PATTERN, as_hex, as_stored, from_hex
 
 #: Seconds between two sweeps of the log folder by one actor process.
 SWEEP_EVERY = 3600.0
@@ -65,10 +65,9 @@ def file_name(job_id: str) -> str:
     """The log file's name for ``job_id``: safe in any folder, one per job."""
     if _IDENT.fullmatch(job_id) and not job_id.startswith(_ENCODED):
         return job_id + ".log"
-    raw = as_stored(job_id)
-    if len(raw) <= _HEX_MAX:
-        return _ENCODED + raw.hex() + ".log"
-    return _HASHED + hashlib.sha256(raw).hexdigest() + ".log"
+    if len(as_stored(job_id)) <= _HEX_MAX:
+        return _ENCODED + as_hex(job_id) + ".log"
+    return _HASHED + hashlib.sha256(as_stored(job_id)).hexdigest() + ".log"
 
 
 def job_of(name: str) -> tuple[bool, str | None]:
@@ -80,12 +79,10 @@ def job_of(name: str) -> tuple[bool, str | None]:
     if stem.startswith(_HASHED):
         return bool(_SHA256.fullmatch(stem[len(_HASHED) :])), None
     if stem.startswith(_ENCODED):
-        written = stem[len(_ENCODED) :]
         try:
-            raw = bytes.fromhex(written)
+            job_id = from_hex(stem[len(_ENCODED) :])
         except ValueError:
             return False, None
-        job_id = from_stored(raw)
         return file_name(job_id) == name, job_id
     return bool(_IDENT.fullmatch(stem)), stem
 

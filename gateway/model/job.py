@@ -47,6 +47,18 @@ def from_stored(raw: bytes) -> str:
     return raw.decode("utf-8", TEXT_ERRORS)
 
 
+def as_hex(text: str) -> str:
+    """``text``'s stored bytes in hex: plain ASCII whatever it holds, for an
+    id that is not an identifier where only safe text may go (a log file's
+    name, a ``job.list`` cursor)."""
+    return as_stored(text).hex()
+
+
+def from_hex(written: str) -> str:
+    """The text ``as_hex`` wrote; ValueError for anything that is not hex."""
+    return from_stored(bytes.fromhex(written))
+
+
 #: Priority 1 (normal) is the plain queue key, so plain Hero actors see normal
 #: jobs; 0 (high) and 2 (low) get their own queues (``keys.work_queue``).
 DEFAULT_PRIORITY = 1

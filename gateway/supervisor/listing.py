@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from gateway.errors import InvalidParams
-from gateway.model.job import as_stored, decode, from_stored
+from gateway.model.job import as_hex, decode, from_hex
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands, lenient
 from gateway.supervisor.replies import pairs, scored
@@ -37,7 +37,7 @@ def _encode_cursor(score: float, job_id: str) -> str:
     bytes, so the cursor is always plain text a client can send back."""
     if re.fullmatch(keys.IDENT_PATTERN, job_id):
         return f"{score!r}:{job_id}"
-    return f"{score!r}:.{as_stored(job_id).hex()}"
+    return f"{score!r}:.{as_hex(job_id)}"
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
@@ -49,7 +49,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         value = float(score)
         if job_id.startswith("."):
-            job_id = from_stored(bytes.fromhex(job_id[1:]))
+            job_id = from_hex(job_id[1:])
         if not sep or not math.isfinite(value) or _encode_cursor(value, job_id) != cursor:
             raise ValueError
         return value, job_id

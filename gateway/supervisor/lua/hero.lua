@@ -895,10 +895,6 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   return reply
 end
 
--- Jobs in one call (a batch, or one job): `submit` for each, one reply per
--- job, in order.
--- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
---       fields JSON (a flat [field, value, ...] array)
 -- The call's queued ids pushed before it answers: a job whose push was
 -- refused answers as the error it ended in (see refuse_push), not as
 -- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`; a
@@ -919,6 +915,10 @@ local function answer_pushed(ctx, out, args, first, step)
   return out
 end
 
+-- Jobs in one call (a batch, or one job): `submit` for each, one reply per
+-- job, in order.
+-- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
+--       fields JSON (a flat [field, value, ...] array)
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
@@ -941,7 +941,7 @@ local function hero_start_many(_, args)
   local out = {}
   for i = H + 1, #args do
     local ok, r = pcall(start, ctx, args[i])
-    if not ok then r = {'failed', type(r) == 'table' and r.err or tostring(r)} end
+    if not ok then r = {'failed', error_text(r)} end
     out[#out + 1] = r
   end
   return answer_pushed(ctx, out, args, H + 1, 1)
