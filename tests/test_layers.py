@@ -40,6 +40,7 @@ LAYERS = {
     "gateway.supervisor": "supervisor",
     "gateway.supervisor.keys": "supervisor.keys",
     "gateway.supervisor.worker": "supervisor.actor_api",
+    "gateway.supervisor.in_hand": "supervisor.actor_api",
     "gateway.supervisor.connection": "supervisor.actor_api",
     "gateway.supervisor.retention": "supervisor.actor_api",
     # structured logging; masks API keys, so it knows their prefix (supervisor.auth)

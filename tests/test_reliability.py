@@ -10,6 +10,7 @@ import signal
 import subprocess
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
 from gateway.errors import WaitTimeout
+from gateway.model import Claimed
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import (
@@ -335,6 +337,45 @@ async def test_actor_adopts_jobs_it_holds_but_is_not_running(
     await ghost.close()
 
 
+def lose_the_reply_reporting_a_failure(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[list[Claimed]], Awaitable[None]]
+) -> list[str]:
+    """Make the first actor cycle that reports a failure lose its reply, after
+    Redis ran it and ``meanwhile`` saw what it claimed. Redis is real; the
+    loss is simulated, as it cannot be timed from outside. Returns a list
+    that is not empty once the reply was lost."""
+    real_cycle = ActorLink.cycle
+    lost: list[str] = []
+
+    async def loses_one_reply(self: ActorLink, outcomes: Any, want: int, **kw: Any) -> Any:
+        claimed = await real_cycle(self, outcomes, want, **kw)
+        if not lost and any(o.status == "error" for o in outcomes):
+            lost.append("yes")
+            await meanwhile(claimed)
+            raise ConnectionError("the reply was lost")
+        return claimed
+
+    monkeypatch.setattr(ActorLink, "cycle", loses_one_reply)
+    return lost
+
+
+def retried_actor(config: Config, seconds: float) -> Actor:
+    """Fails each job's attempt 1 and runs attempt 2 for ``seconds``; the
+    script ``quick`` it answers at once."""
+    actor = Actor(config, instance="lossy", concurrency=2)
+
+    @actor.handler("osis")
+    async def flaky(ctx: JobContext) -> str:
+        if ctx.job.script == "quick":
+            return "quick"
+        if ctx.job.attempt == 1:
+            raise JobFailed("attempt 1 failed")
+        await asyncio.sleep(seconds)
+        return f"attempt {ctx.job.attempt}"
+
+    return actor
+
+
 async def test_a_report_sent_again_after_a_lost_reply_ends_no_later_attempt(
     fast: Config, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,28 +385,14 @@ async def test_a_report_sent_again_after_a_lost_reply_ends_no_later_attempt(
     of attempt 1 used to end it, in the dead letters with attempt 1's error."""
     sup = await Supervisor.connect(fast)
     await by_hand(sup, rds)  # the retry is promoted when this test ticks
-    real_cycle = ActorLink.cycle
-    lost: list[str] = []
 
-    async def loses_one_reply(self: ActorLink, outcomes: Any, want: int, **kw: Any) -> Any:
-        reply = await real_cycle(self, outcomes, want, **kw)
-        if not lost and any(o.status == "error" for o in outcomes):
-            lost.append("yes")
-            await asyncio.sleep(0.3)  # the retry's backoff
-            assert (await sup.maintenance.tick())["promoted"] == 1  # handed to this actor
-            raise ConnectionError("the reply was lost")
-        return reply
+    async def hand_the_retry_over(claimed: list[Claimed]) -> None:
+        await asyncio.sleep(0.3)  # the retry's backoff
+        assert (await sup.maintenance.tick())["promoted"] == 1  # handed to this actor
 
-    monkeypatch.setattr(ActorLink, "cycle", loses_one_reply)
-    actor = Actor(fast, instance="lossy", concurrency=2)
-
-    @actor.handler("osis")
-    async def flaky(ctx: JobContext) -> str:
-        if ctx.job.attempt == 1:
-            raise JobFailed("attempt 1 failed")
-        await asyncio.sleep(1.0)  # still running when attempt 1's report comes again
-        return f"attempt {ctx.job.attempt}"
-
+    lost = lose_the_reply_reporting_a_failure(monkeypatch, hand_the_retry_over)
+    # attempt 2 is still running when attempt 1's report comes again
+    actor = retried_actor(fast, seconds=1.0)
     serving = asyncio.create_task(actor.serve())
     try:
 
@@ -377,6 +404,48 @@ async def test_a_report_sent_again_after_a_lost_reply_ends_no_later_attempt(
         await sup.start("L")
         done = await sup.output("L", wait=20)
         assert lost and (done["status"], done["output"]) == ("finished", "attempt 2")
+        assert [e["event"] for e in await events_of(rds, "L")].count("finished") == 1
+    finally:
+        actor.stop()
+        await asyncio.wait_for(serving, 30)
+        await sup.close()
+
+
+@pytest.mark.parametrize("stream_types", [(), ("osis",)], ids=["lists", "stream"])
+async def test_a_retry_claimed_in_a_lost_reply_is_adopted_while_its_first_attempt_is_reported(
+    fast: Config,
+    rds: aioredis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    stream_types: tuple[str, ...],
+) -> None:
+    """With no backoff, the cycle reporting attempt 1's failure also claims
+    attempt 2; its reply is lost. The adopt that follows used to pass over the
+    held job because attempt 1's report was still in hand (by job id), so
+    attempt 2 stayed started and unrun while its actor lived. And once it ran,
+    the report of attempt 1 sent again took it off the jobs the actor holds,
+    so the actor claimed one job fewer than it had room for until it ended."""
+    config = replace(fast, retry_base=0.0, retry_max=0.0, stream_types=stream_types)
+    sup = await Supervisor.connect(config)
+
+    async def claimed_the_retry(claimed: list[Claimed]) -> None:
+        assert [j.attempt for j in claimed] == [2]
+
+    lost = lose_the_reply_reporting_a_failure(monkeypatch, claimed_the_retry)
+    actor = retried_actor(config, seconds=1.5)  # still running when the quick job comes
+    serving = asyncio.create_task(actor.serve())
+    try:
+        await sup.create(job("x", script_type="osis", job_id="L", retries=1))
+        await sup.start("L")
+
+        async def second_attempt_runs() -> bool:
+            return await rds.hget(keys.job("L"), "attempt") == "2" and bool(lost)
+
+        await eventually(second_attempt_runs)
+        await asyncio.sleep(0.3)  # attempt 1's report is sent again meanwhile
+        quick = await sup.run(job("quick", script_type="osis", job_id="Q"), wait=1.0)
+        assert quick["output"] == "quick"  # a free slot: not held back by attempt 2
+        done = await sup.output("L", wait=10)
+        assert (done["status"], done["output"]) == ("finished", "attempt 2")
         assert [e["event"] for e in await events_of(rds, "L")].count("finished") == 1
     finally:
         actor.stop()

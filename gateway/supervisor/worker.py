@@ -47,6 +47,7 @@ from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
+from gateway.supervisor.in_hand import Attempt, InHand, passed_over
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -94,7 +95,7 @@ class ActorLink:
         self._queues_set = frozenset(self._queues)
         self._handed: list[Claimed] = []
         #: Jobs given to the caller (claimed, handed, adopted) and not reported yet.
-        self._holding: set[str] = set()
+        self._in_hand = InHand()
         #: A cycle may find work: a wake-up, a written queue, or the last claim was full.
         self.claim_due = True
         self.offering = False  # free slots offered for handoffs may stand
@@ -103,8 +104,6 @@ class ActorLink:
         #: cycle reply, and after a reconnect that may have lost a handoff.
         self.adopt_due = True
         self._listening = False  # subscribed to the wake-up and handoff channels
-        #: Stream entry of each job this consumer runs (acked with its outcome).
-        self._entries: dict[str, str] = {}
         self._reclaim = self.stream  # reclaim at start, then once per heartbeat
         self._info = presence.record(script_type, group, instance, capabilities)
         self._connections(config)
@@ -184,7 +183,6 @@ class ActorLink:
             self.claim_due = False
         reclaim = self._reclaim and want > 0
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
-        self._holding.difference_update(o.job_id for o in outcomes)
         # only while subscribed: a handoff published before that would be lost
         offer = accept_handoff and self._listening and not self.stream
         reply = await library.call(
@@ -195,10 +193,10 @@ class ActorLink:
                 self._cycle_keys,
                 want=want,
                 outcomes=outcomes,
-                entries=self._entries,
+                entries=self._in_hand.entries,
                 reclaim_idle_ms=idle_ms,
                 offer=offer,
-                holding=len(self._holding),
+                holding=self._in_hand.holding(outcomes),
                 outside_grace_ms=int(self._config.outside_grace * 1000),
             ),
         )
@@ -206,16 +204,12 @@ class ActorLink:
             if self._settle is not None:
                 self._settle.cancel()
             self._settle = asyncio.get_running_loop().call_later(reply.settle_ms / 1000, self._wake)
-        for o in outcomes:
-            self._entries.pop(o.job_id, None)
+        self._in_hand.settle(outcomes)
         if reclaim:
             self._reclaim = False
         claimed = list(reply.claimed)
         self.offering = offer and len(claimed) < want
-        for job in claimed:
-            self._holding.add(job.job_id)
-            if job.entry:
-                self._entries[job.job_id] = job.entry
+        self._in_hand.take(claimed)
         if len(claimed) < want:
             self._room.set()
         elif want > 0:
@@ -227,7 +221,7 @@ class ActorLink:
         jobs = [job for job in self._handed if job.job_id not in self._adopted]
         self._adopted.difference_update(job.job_id for job in self._handed)
         self._handed = []
-        self._holding.update(job.job_id for job in jobs)
+        self._in_hand.take(jobs)
         return jobs
 
     def has_handed(self) -> bool:
@@ -239,36 +233,41 @@ class ActorLink:
             await self._wire.execute_command("HDEL", self._idle, self.name)
             self.offering = False
 
-    async def adopt(self, running: Collection[str]) -> list[Claimed]:
+    async def adopt(self, in_hand: Collection[Attempt]) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
         reply was lost (Redis went away mid-call), or a previous process with the
         same instance name. They are run again (the finish stays exactly-once).
-        In stream mode: the entries this consumer was delivered and has not acked."""
+        In stream mode: the entries this consumer was delivered and has not acked.
+        ``in_hand``: the caller's running jobs and those ended and not reported
+        yet, by attempt (a held later attempt of one of them is adopted)."""
         self.adopt_due = False
         self._adopted = set()  # a late handoff message follows its adopt at once, if at all
         if self.stream:
             delivered = await deliveries.held(self._wire, self._queues[0], self.consumer)
-            self._entries.update(delivered)
+            self._in_hand.entries.update(delivered)
             held = list(delivered)
         else:
             held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
-        orphans = [job_id for job_id in held if job_id not in running]
-        if not orphans:
+        if not held:
             return []
-        asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in orphans]
+        known = {job_id for job_id, _ in in_hand}
+        asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in held]
         rows = await connection.lenient(self._wire, asks)
         adopted, stale = [], []
-        for job_id, row in zip(orphans, rows, strict=True):
+        for job_id, row in zip(held, rows, strict=True):
             if row is not None and row[0] == "started" and row[1] == self.name:
-                adopted.append(Claimed.from_row([job_id, *row[2:]]))
-                self._adopted.add(job_id)  # its handoff message may still come
-            else:  # ended meanwhile (stopped, reaped, deleted), or its key is no hash now
-                stale.append(self._entries.pop(job_id) if self.stream else job_id)
+                job = Claimed.from_row([job_id, *row[2:]])
+                if not passed_over(job, in_hand):
+                    adopted.append(job)
+                    self._adopted.add(job_id)  # its handoff message may still come
+            elif job_id not in known:  # ended meanwhile (stopped, reaped, deleted),
+                # or its key is no hash now (one in hand is its runner's to report)
+                stale.append(self._in_hand.entries.pop(job_id) if self.stream else job_id)
         if stale and self.stream:
             await deliveries.drop(self._wire, self._queues[0], stale)
         elif stale:
             await self._wire.pipeline([("LREM", self._held, 1, job_id) for job_id in stale])
-        self._holding.update(job.job_id for job in adopted)
+        self._in_hand.take(adopted)
         return adopted
 
     async def wait_for_work(self) -> None:

@@ -1,0 +1,63 @@
+"""The jobs an actor link has given its caller and not had reported yet.
+
+Kept by job id *and attempt*: a report Redis recorded but whose reply was
+lost is sent again, and by then the job's next attempt may be held by the
+same actor (claimed in that very reply, with no retry backoff, or handed
+over meanwhile). That report must neither hide the next attempt from
+``ActorLink.adopt`` nor take it off the count of jobs in hand, which
+``hero_cycle`` subtracts from the held list to know how many jobs are still
+on their way (its ``holding``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from gateway.model.library import Claimed, Outcome
+
+#: A job in hand: its id and the attempt being run (0: not known).
+Attempt = tuple[str, int]
+
+
+def passed_over(job: Claimed, in_hand: Collection[Attempt]) -> bool:
+    """Whether a held ``job`` is one the caller has in hand already (running,
+    or ended and awaiting its report), so adopting it would run it twice."""
+    return (job.job_id, job.attempt) in in_hand or (job.job_id, 0) in in_hand
+
+
+class InHand:
+    """Jobs claimed, handed over or adopted, by id: their attempt, and in
+    stream mode the work stream's entry their report acks."""
+
+    def __init__(self) -> None:
+        self._attempts: dict[str, int] = {}
+        #: Stream mode: the entry of each job this consumer runs.
+        self.entries: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._attempts)
+
+    def take(self, jobs: Iterable[Claimed]) -> None:
+        for job in jobs:
+            self._attempts[job.job_id] = job.attempt
+            if job.entry:
+                self.entries[job.job_id] = job.entry
+
+    def holding(self, outcomes: Iterable[Outcome]) -> int:
+        """How many jobs stay in hand once ``outcomes`` are reported."""
+        gone = {o.job_id for o in outcomes if o.job_id in self._attempts and self._reports(o)}
+        return len(self._attempts) - len(gone)
+
+    def settle(self, outcomes: Iterable[Outcome]) -> None:
+        """Redis recorded ``outcomes``: their attempts leave the hand (a later
+        attempt of the same job stays)."""
+        for o in outcomes:
+            if self._reports(o):
+                self._attempts.pop(o.job_id, None)
+                self.entries.pop(o.job_id, None)
+
+    def _reports(self, outcome: Outcome) -> bool:
+        """Whether ``outcome`` reports the attempt in hand. A report naming
+        no attempt counts, as does one of a job not in hand."""
+        attempt = self._attempts.get(outcome.job_id)
+        return attempt is None or outcome.attempt in (0, attempt)

@@ -1,0 +1,38 @@
+"""The jobs an actor link has in hand, kept by attempt (gateway.supervisor.in_hand)."""
+
+from __future__ import annotations
+
+from gateway.model.library import Claimed, Outcome
+from gateway.supervisor.in_hand import InHand, passed_over
+
+
+def claimed(job_id: str, attempt: int, entry: str = "") -> Claimed:
+    return Claimed(job_id, "", "osis", 60, {}, "", "", attempt, 1, entry=entry)
+
+
+def test_a_report_of_an_earlier_attempt_leaves_the_later_one_in_hand() -> None:
+    hand = InHand()
+    hand.take([claimed("x", 2, entry="2-0"), claimed("y", 1)])
+    stale = Outcome("x", "error", attempt=1)
+    assert hand.holding([stale]) == 2
+    hand.settle([stale])
+    assert (len(hand), hand.entries) == (2, {"x": "2-0"})
+    done = [Outcome("x", "finished", attempt=2), Outcome("y", "finished", attempt=1)]
+    assert hand.holding(done) == 0
+    hand.settle(done)
+    assert (len(hand), hand.entries) == (0, {})
+
+
+def test_a_report_naming_no_attempt_settles_its_job() -> None:
+    hand = InHand()
+    hand.take([claimed("x", 3)])
+    assert hand.holding([Outcome("x", "finished")]) == 0
+    hand.settle([Outcome("x", "finished"), Outcome("never-held", "finished", attempt=1)])
+    assert len(hand) == 0
+
+
+def test_only_the_attempt_in_hand_is_passed_over() -> None:
+    assert passed_over(claimed("x", 2), {("x", 2)})
+    assert not passed_over(claimed("x", 2), {("x", 1)})
+    assert passed_over(claimed("x", 2), {("x", 0)})  # a report naming no attempt
+    assert not passed_over(claimed("x", 2), {("y", 2)})
