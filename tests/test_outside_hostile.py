@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -503,13 +504,17 @@ async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_j
     config: Config, rds: aioredis.Redis
 ) -> None:
     """Stopping, the actor left at the first refused cycle, though a job of it
-    still ran: that job's end was never reported, and it sat started."""
+    still ran: that job's end was never reported, and it sat started. Then it
+    waited, and reported that end only after its backoff between tries (by
+    then 4 s); now the end of a job is tried at once."""
     sup = await Supervisor.connect(config)
     actor = Actor(config, instance="draining", concurrency=2)
+    ended: dict[str, float] = {}
 
     @actor.handler("osis")
     async def run(ctx: JobContext) -> str:
         await asyncio.sleep(float(ctx.job.script))
+        ended[ctx.job.job_id] = time.monotonic()
         return ctx.job.script
 
     serving = asyncio.create_task(actor.serve())
@@ -521,11 +526,13 @@ async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_j
         await eventually(offering)
         await rds.lpush(keys.ORPHANS, "junk")
         await sup.create(job("0", script_type="osis", job_id="quick"))
-        await sup.create(job("1.5", script_type="osis", job_id="slow"))
+        await sup.create(job("3", script_type="osis", job_id="slow"))
         await asyncio.gather(sup.start("quick"), sup.start("slow"))  # both handed to it
         assert (await sup.output("quick", wait=10))["status"] == "finished"
+        await asyncio.sleep(1.7)  # refused at 0, 0.5 and 1.5 s: the backoff grew
         actor.stop()  # its cycles are refused; "slow" still runs
-        assert (await sup.output("slow", wait=10))["output"] == "1.5"
+        assert (await sup.output("slow", wait=10))["output"] == "3"
+        assert time.monotonic() - ended["slow"] < 1.0  # not after the next 4 s backoff
         await asyncio.wait_for(asyncio.shield(serving), 5)
     finally:
         await rds.delete(keys.ORPHANS)

@@ -163,6 +163,7 @@ class Actor:
             want = 0 if is_stopping else self.concurrency - len(jobs.running)
             if jobs.done or (want and link.claim_due):
                 outcomes, jobs.done = jobs.done, []
+                jobs.ended.clear()  # one ending from here on is to report
                 try:
                     if link.adopt_due:  # held jobs of an earlier process with this name
                         # (or of a lost cycle); those ended and not reported are in hand too
@@ -179,7 +180,7 @@ class Actor:
                     link.adopt_due = True  # the cycle's reply, with claimed jobs, was lost
                     link.claim_due = link.claim_due or want > 0  # its claim is still to make
                     refused = refused_again(refused, exc, link.name)
-                    await self._pause(refused or 0.5)
+                    await self._pause(refused or 0.5, jobs.ended)
                     continue
                 refused = 0.0
                 jobs.launch(claimed)
@@ -190,14 +191,14 @@ class Actor:
                 continue  # reported the last ones: leave (at the top)
             await link.wait_for_work()  # stop() wakes it too
 
-    async def _pause(self, seconds: float) -> None:
-        """Wait before another try of a cycle, cut short by ``stop`` (once
-        stopping, the whole time: a stopping actor's tries do not spin)."""
-        if self._stopping.is_set():
-            await asyncio.sleep(seconds)
-        else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), seconds)
+    async def _pause(self, seconds: float, ended: asyncio.Event) -> None:
+        """Wait before another try of a cycle, cut short by ``stop``; once
+        stopping, by one of its jobs ending (``ended``), whose report is then
+        tried at once rather than after the backoff. A stopping actor's tries
+        do not spin: it tries again at most once per job that ends."""
+        wake = ended if self._stopping.is_set() else self._stopping
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), seconds)
 
     async def _sweep_logs(self) -> None:
         """Remove expired jobs' log files now and every ``logfiles.SWEEP_EVERY``
@@ -323,6 +324,7 @@ class _InFlight:
         self.running: dict[str, asyncio.Task[Outcome]] = {}
         self._attempts: dict[str, int] = {}  # of the running jobs
         self.done: list[Outcome] = []
+        self.ended = asyncio.Event()  # a job ended since the last cycle took ``done``
         #: Set once the link is open: runs one job; called when one ended.
         self.start: Callable[[Claimed], Coroutine[Any, Any, Outcome]] | None = None
         self.on_done: Callable[[], None] = lambda: None
@@ -353,4 +355,5 @@ class _InFlight:
             self.done.append(Outcome(job.job_id, "stopped", "", "stopped", attempt=job.attempt))
         else:
             self.done.append(task.result())
+        self.ended.set()
         self.on_done()
