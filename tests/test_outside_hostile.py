@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
-from gateway.errors import Forbidden, JobNotFound
+from gateway.errors import Forbidden, InvalidJob, JobNotFound
 from gateway.model import TERMINAL
 from gateway.pipeline.archive import ArchiveOptions, Archiver
 from gateway.pipeline.commands.common import redis_client
@@ -539,3 +539,84 @@ async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_j
         actor.stop()
         await asyncio.wait_for(serving, 30)
         await sup.close()
+
+
+async def test_a_job_key_of_another_type_fails_no_other_create_in_its_call(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """Creates of one loop turn (a JSON-RPC batch, several callers' calls) go
+    to Redis as one Function call. A job key someone made a list failed that
+    whole call: every create in it answered -32603, though the others' jobs
+    were written. Now that id is taken, and only its create says so."""
+    await rds.lpush(keys.job("planted"), "junk")
+    results = await asyncio.gather(
+        sup.create(job("a", job_id="ok1", caller_id="alice")),
+        sup.create(job("b", job_id="planted", caller_id="bob")),
+        sup.create(job("c", job_id="ok2")),
+        return_exceptions=True,
+    )
+    assert results[0] == {"job_id": "ok1", "status": "created"}
+    assert isinstance(results[1], Forbidden)
+    assert results[2] == {"job_id": "ok2", "status": "created"}
+    answers = await sup.submit_many([job("d", job_id="planted"), job("e", job_id="ok3")])
+    assert [a["status"] for a in answers] == ["invalid", "dispatched"]
+    assert await rds.type(keys.job("planted")) == "list"  # left as it was
+
+
+@pytest.mark.parametrize("caller", ["", "alice"], ids=["admin", "caller"])
+async def test_a_prerequisite_of_another_type_is_an_unknown_one(
+    sup: Supervisor, rds: aioredis.Redis, caller: str
+) -> None:
+    """A prerequisite whose key is not a job hash failed the create (and its
+    call) with -32603; it is as unknown as a missing job."""
+    await rds.set(keys.job("not-a-job"), "x")
+    spec = job("x", job_id="dependent", prerequisites=["not-a-job"])
+    if caller:
+        spec["caller_id"] = caller
+    with pytest.raises(InvalidJob, match="prerequisite not-a-job is unknown"):
+        await sup.create(spec)
+    assert not await rds.exists(keys.job("dependent"))
+
+
+async def test_an_admin_stop_or_delete_of_a_job_key_of_another_type_finds_no_job(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """An admin's (no owner check first) job.stop and job.delete answered
+    -32603 for a job key someone made a string; they find no such job, and
+    leave the key alone: it is not a job to delete."""
+    await rds.set(keys.job("s1"), "x")
+    with pytest.raises(JobNotFound):
+        await sup.stop("s1")
+    assert await sup.delete("s1") == {"deleted": 0}
+    assert await rds.get(keys.job("s1")) == "x"
+
+
+async def test_a_prerequisite_whose_dependents_are_not_a_list_fails_only_its_dependent(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """An outside job hash whose ``dependents`` is not a JSON list failed the
+    create of a job depending on it half way, and with it every create of its
+    call. It is no prerequisite to depend on; the call's other jobs go on."""
+    await rds.hset(keys.job("odd"), mapping={"status": "created", "dependents": "oops"})
+    answers = await sup.submit_many(
+        [job("x", job_id="after-odd", prerequisites=["odd"]), job("y", job_id="beside")]
+    )
+    assert [a["status"] for a in answers] == ["invalid", "dispatched"]
+    assert "prerequisite odd" in answers[0]["error"]
+    assert not await rds.exists(keys.job("after-odd"))
+    assert await rds.hget(keys.job("odd"), "dependents") == "oops"
+
+
+async def test_a_job_redis_refuses_inside_a_producers_batch_answers_alone(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A command Redis refused inside one job's submit (here the dispatch's
+    record of its queue, a private key someone made a string) failed the
+    whole batch: ``submit_many`` raised, though the other jobs were written.
+    Each such job now answers ``invalid`` with Redis's reason."""
+    await rds.set(keys.QUEUES, "x")
+    answers = await sup.submit_many([job("a", job_id="r1")], start=True)
+    assert answers[0]["status"] == "invalid"
+    assert answers[0]["error"].startswith("redis refused it: WRONGTYPE")
+    created = await sup.submit_many([job("b", job_id="r2")], start=False)
+    assert [a["status"] for a in created] == ["created"]

@@ -141,30 +141,33 @@ def strings_json(strings: list[str]) -> str:
         return compact_json(strings)
 
 
-def submit_many(start: bool, jobs: Sequence[tuple[JobSpec, str]]) -> Call[list[Transition]]:
-    """Create (and ``start``) each job, given with the queue it goes to."""
-    args: list[Arg] = ["1" if start else "0"]
-    for job, queue in jobs:
-        prerequisites = strings_json(list(job.prerequisites)) if job.prerequisites else "[]"
-        args += [job.job_id, prerequisites, strings_json(job.hash_fields(queue))]
-    return Call("hero_submit_many", tuple(args), lambda r: [_transition(x) for x in _rows(r)])
-
-
 class Refused(Exception):
     """A command inside a many-job Function call failed for this job (Redis's
     error message as the text); the call's other jobs went on."""
 
 
-def _started(row: Sequence[Any]) -> Transition | Refused:
-    if str(row[0]) == "failed":
-        return Refused(str(row[1]))
-    return _transition(row)
+def _each(reply: Reply) -> list[Transition | Refused]:
+    """A many-job call's replies, one per job: its Transition, or Refused."""
+    return [Refused(str(row[1])) if str(row[0]) == "failed" else _transition(row)
+            for row in _rows(reply)]  # fmt: skip
+
+
+def submit_many(
+    start: bool, jobs: Sequence[tuple[JobSpec, str]]
+) -> Call[list[Transition | Refused]]:
+    """Create (and ``start``) each job, given with the queue it goes to: its
+    own Transition, in order; a job Redis failed on is Refused."""
+    args: list[Arg] = ["1" if start else "0"]
+    for job, queue in jobs:
+        prerequisites = strings_json(list(job.prerequisites)) if job.prerequisites else "[]"
+        args += [job.job_id, prerequisites, strings_json(job.hash_fields(queue))]
+    return Call("hero_submit_many", tuple(args), _each)
 
 
 def start_many(job_ids: Sequence[str]) -> Call[list[Transition | Refused]]:
     """Start each created job: its own Transition (or refusal), in order, as
     one call per job would have answered; a job Redis failed on is Refused."""
-    return Call("hero_start_many", tuple(job_ids), lambda r: [_started(x) for x in _rows(r)])
+    return Call("hero_start_many", tuple(job_ids), _each)
 
 
 def stop(job_id: str) -> Call[Transition]:

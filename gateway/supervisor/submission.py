@@ -32,9 +32,9 @@ SUBMIT_BATCH = 100
 async def submit_jobs(
     wire: Wire, config: Config, jobs: Sequence[tuple[JobSpec, bool]]
 ) -> list[Transition | Exception]:
-    """Each job's ``submit`` reply (or the error of its call), in order:
-    one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs of the same start
-    flag, all in one pipeline."""
+    """Each job's ``submit`` reply (or the error of its call, or of its own
+    part of it), in order: one ``hero_submit_many`` per ``SUBMIT_BATCH`` jobs
+    of the same start flag, all in one pipeline."""
     size = SUBMIT_BATCH
     groups: list[list[int]] = []  # per call: the positions of its jobs
     for start in (True, False):
@@ -51,7 +51,7 @@ async def submit_jobs(
     answers: dict[int, Transition | Exception] = {}
     for positions, reply in zip(groups, replies, strict=True):
         for n, i in enumerate(positions):
-            answers[i] = reply if isinstance(reply, Exception) else reply[n]
+            answers[i] = reply if isinstance(reply, Exception) else _own(reply[n])
     return [answers[i] for i in range(len(jobs))]
 
 
@@ -69,8 +69,17 @@ async def start_jobs(
         if isinstance(reply, Exception):
             answers += [reply] * len(fcall.args)
         else:
-            answers += [ResponseError(str(r)) if isinstance(r, Refused) else r for r in reply]
+            answers += [_own(r) for r in reply]
     return answers
+
+
+class JobRefused(ResponseError):  # type: ignore[misc]  # redis-py's class is untyped
+    """Redis refused this job's part of a many-job call (the others went on):
+    a ``ResponseError``, as the job's own call's would have been."""
+
+
+def _own(reply: Transition | Refused) -> Transition | Exception:
+    return JobRefused(str(reply)) if isinstance(reply, Refused) else reply
 
 
 def accepted(spec: JobSpec, reply: Transition) -> Transition:
@@ -93,10 +102,15 @@ def accepted(spec: JobSpec, reply: Transition) -> Transition:
     return reply
 
 
-def answer(job: JobSpec, reply: Transition) -> dict[str, Any]:
+def answer(job: JobSpec, reply: Transition | Exception) -> dict[str, Any]:
     """One job's answer in a producer's batch (``Supervisor.submit_many``):
     ``create``'s or ``start``'s shape, or status ``invalid`` with the reason
-    in ``error`` instead of failing the batch."""
+    in ``error`` instead of failing the batch. An error of the whole call is
+    raised."""
+    if isinstance(reply, JobRefused):
+        return {"job_id": job.job_id, "status": "invalid", "error": f"redis refused it: {reply}"}
+    if isinstance(reply, Exception):
+        raise reply
     if reply.verdict is Verdict.BAD_PREREQUISITE:
         return {
             "job_id": job.job_id,

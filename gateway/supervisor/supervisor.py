@@ -150,17 +150,13 @@ class Supervisor:
 
         Every spec is validated like ``create``'s; an invalid one fails the whole
         call before anything is written. Each answer is ``create``'s (or
-        ``start``'s) shape; a job whose prerequisite is unknown, or whose id
-        another caller holds, gets status ``invalid`` with the reason in
-        ``error`` instead of failing the batch."""
+        ``start``'s) shape; a job whose prerequisite is unknown, whose id
+        another caller holds, or whose part Redis refused gets status
+        ``invalid`` with the reason in ``error`` instead of failing the batch
+        (a refused job may exist, created before the refusal: ``get`` tells)."""
         jobs = [self.job_spec(spec) for spec in specs]
         replies = await self._submit_jobs([(job, start) for job in jobs])
-        answers = []
-        for job, reply in zip(jobs, replies, strict=True):
-            if isinstance(reply, Exception):
-                raise reply
-            answers.append(submission.answer(job, reply))
-        return answers
+        return [submission.answer(job, r) for job, r in zip(jobs, replies, strict=True)]
 
     @guarded
     async def create(self, spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:

@@ -822,7 +822,8 @@ local function start(ctx, id, known)
   end
   local pending = false
   for _, p in ipairs(prereqs) do
-    local ps = redis.call('HGET', JOB .. p, 'status')
+    local ps = redis.pcall('HGET', JOB .. p, 'status')
+    if type(ps) == 'table' then ps = false end  -- its key is no job hash now: gone
     if ps == false or FAILED[ps] then
       local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
       set_status(ctx, id, st, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
@@ -845,23 +846,30 @@ end
 -- anyone else's is as unknown as a missing one. Without a caller_id (an
 -- admin, an outside producer) every job is visible. Starting an existing
 -- created job happens here too, so no race lets a caller start another's.
+-- A key of another type (an outside writer's) holds its id as taken, and
+-- as a prerequisite it is no job: unknown.
 local function submit(ctx, id, start_now, prereq_json, fields)
   local jk = JOB .. id
   local given = {}
   for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
   local owner = given.caller_id or ''
-  local existing = redis.call('HMGET', jk, 'status', 'queue', 'caller_id')
+  local existing = redis.pcall('HMGET', jk, 'status', 'queue', 'caller_id')
+  if existing.err then return {'taken'} end
   if existing[1] then
     if owner ~= '' and existing[3] ~= owner then return {'taken'} end
     if start_now and existing[1] == 'created' then return start(ctx, id) end
     return {'exists', existing[1], existing[2] or ''}
   end
   local prereqs = decode_list(prereq_json)
-  for _, p in ipairs(prereqs) do
-    if p == id or redis.call('EXISTS', JOB .. p) == 0
+  local deps_of = {}  -- each prerequisite's dependents, read before anything is written
+  for i, p in ipairs(prereqs) do
+    if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash'
         or (owner ~= '' and redis.call('HGET', JOB .. p, 'caller_id') ~= owner) then
       return {'bad_prerequisite', p}
     end
+    local ok, deps = pcall(decode_list, redis.call('HGET', JOB .. p, 'dependents'))
+    if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end  -- not ours to mend
+    deps_of[i] = deps
   end
   -- written once, with the status the job has when submit is done with it
   local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
@@ -873,9 +881,9 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
   ctx.seen[id] = f
   tab(ctx, 'fresh')[id] = given
-  for _, p in ipairs(prereqs) do
-    local deps = {unpack(decode_list(redis.call('HGET', JOB .. p, 'dependents')))}
-    table.insert(deps, id)
+  for i, p in ipairs(prereqs) do
+    local deps = {unpack(deps_of[i])}
+    deps[#deps + 1] = id
     redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
   end
   zpend(ctx, IDX_ALL, ctx.ts, id)
@@ -916,7 +924,9 @@ local function answer_pushed(ctx, out, args, first, step)
 end
 
 -- Jobs in one call (a batch, or one job): `submit` for each, one reply per
--- job, in order.
+-- job, in order. The jobs may be several callers': a job whose submit Redis
+-- refuses answers {'failed', message} and the others go on (as in
+-- hero_start_many).
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
 --       fields JSON (a flat [field, value, ...] array)
 local function hero_submit_many(_, args)
@@ -925,7 +935,9 @@ local function hero_submit_many(_, args)
   if start_now then ctx.spread = (#args - H - 1) / 3 end
   local out = {}
   for i = H + 2, #args, 3 do
-    out[#out + 1] = submit(ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
+    local ok, r = pcall(submit, ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
+    if not ok then r = {'failed', error_text(r)} end
+    out[#out + 1] = r
   end
   return answer_pushed(ctx, out, args, H + 2, 3)
 end
@@ -1388,10 +1400,10 @@ local function hero_stop(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
+  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
     'legacy')
   local st = f[1]
-  if not st then return {'not_found'} end
+  if f.err or not st then return {'not_found'} end  -- (a key of another type is no job)
   if TERMINAL[st] then return {'invalid_state', st} end
   if QUEUED[st] then
     -- a stream entry stays: the actor that reads it drops it (deleting an
@@ -1416,8 +1428,8 @@ end
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
-  if not f[1] then return 0 end
+  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
+  if f.err or not f[1] then return 0 end  -- a key of another type is no job: left alone
   if f[2] and f[5] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.call('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
