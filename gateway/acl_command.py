@@ -1,10 +1,10 @@
-"""``hero-gateway acl``: the Redis ACL users of the three roles (see
+"""``hero-gateway acl``: the Redis ACL users of the four roles (see
 ``gateway/supervisor/acl.py``), printed, or set with ``--apply``.
 
     hero-gateway acl                                   print the ACL SETUSER lines
     hero-gateway acl --apply --redis-url redis://...   set them (as an admin), load the Functions
 
-Passwords come from ``HERO_ACL_{ACTOR,GATEWAY,ADMIN}_PASSWORD``; a role
+Passwords come from ``HERO_ACL_{ACTOR,GATEWAY,ADMIN,PRODUCER}_PASSWORD``; a role
 without one gets a generated password, shown once on stderr. The rules
 themselves carry only the passwords' SHA-256.
 """
@@ -65,7 +65,9 @@ def cmd_acl(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Register ``acl`` (called by ``gateway.cli``)."""
-    p = sub.add_parser("acl", help="print (or --apply) the Redis ACL users: actor, gateway, admin")
+    p = sub.add_parser(
+        "acl", help="print (or --apply) the Redis ACL users: actor, gateway, admin, producer"
+    )
     p.add_argument(
         "--apply",
         action="store_true",

@@ -4,7 +4,7 @@
     hero-gateway serve                     the JSON-RPC gateway
     hero-gateway actor --script-type T     a worker for one script type
     hero-gateway keys create|list|revoke   API keys
-    hero-gateway acl [--apply]             Redis ACL users for actors, gateways, admins
+    hero-gateway acl [--apply]             Redis ACL users for actors, gateways, admins, producers
     hero-gateway archive / pipeline ...    events archive and Spark analytics
 
 Every flag also reads a ``HERO_*`` environment variable (see gateway/config/).

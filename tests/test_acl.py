@@ -1,11 +1,14 @@
 """Redis ACL users, applied by ``hero-gateway acl --apply`` to a real
 redis-server: the actor's user cannot reach API keys, load Functions or
 list keys, while a real actor process on that user serves jobs through
-every path of ``hero_cycle`` (finish, dependents, retries, dead letters)."""
+every path of ``hero_cycle`` (finish, dependents, retries, dead letters);
+an outside producer's user pushes jobs the Hero way and reads their
+results, and cannot write any other key or type."""
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +30,7 @@ PASSWORDS = {
     "HERO_ACL_ACTOR_PASSWORD": "actor-secret-1",
     "HERO_ACL_GATEWAY_PASSWORD": "gateway-secret-2",
     "HERO_ACL_ADMIN_PASSWORD": "admin-secret-3",
+    "HERO_ACL_PRODUCER_PASSWORD": "producer-secret-4",
 }
 
 
@@ -52,7 +56,7 @@ def locked(tmp_path: Path) -> Iterator[EmbeddedRedis]:
         assert done.returncode == 0, done.stderr
         for secret in PASSWORDS.values():  # only their hashes are shown
             assert secret not in done.stdout + done.stderr
-        assert done.stdout.count("ACL SETUSER") == 3
+        assert done.stdout.count("ACL SETUSER") == len(acl.ROLES)
         yield server
     finally:
         server.stop()
@@ -70,6 +74,65 @@ def test_no_actor_key_pattern_reaches_the_api_keys() -> None:
     auth = [keys.api_key("0" * 64), keys.API_KEYS]
     for pattern in acl.ACTOR_KEYS:
         assert not [k for k in auth if fnmatch.fnmatchcase(k, pattern)], pattern
+
+
+def test_no_producer_key_pattern_reaches_a_key_of_ours() -> None:
+    """The protocol's keys only: none of the private keys a producer could
+    make another type (and so stop every actor's cycle), nor the API keys."""
+    ours = [keys.api_key("0" * 64), keys.API_KEYS, keys.ORPHANS, keys.DELAYED, keys.INDEX_ALL,
+            keys.index_status("created"), keys.EXPIRING, keys.QUEUES, keys.ACTORS, keys.LEADER,
+            keys.TRANSITIONS, keys.held("osis", "g", "i"), keys.idle("osis"), keys.logs("j"),
+            keys.work_stream("osis"), keys.ENDED, keys.presence("osis", "g", "i")]  # fmt: skip
+    patterns = [p for selector, _ in acl.PRODUCER_SELECTORS for p in selector]
+    for pattern in [*patterns, *acl.PRODUCER_READS[0]]:
+        assert not [k for k in ours if fnmatch.fnmatchcase(k, pattern)], pattern
+
+
+@pytest.mark.timeout(120)
+async def test_an_outside_producer_on_its_user_pushes_jobs_and_nothing_else(
+    locked: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A Hero producer we did not write, on the producer user: HSET a job,
+    LPUSH its id, read the reply and the events, as the protocol has it; a
+    real actor on the actor user serves it. Every write that could break
+    our keys is refused."""
+    actor_url = url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])
+    producer = redis.Redis.from_url(
+        url_as(locked, "hero-producer", PASSWORDS["HERO_ACL_PRODUCER_PASSWORD"]),
+        decode_responses=True,
+    )
+    proc = spawn_actor(
+        Config(redis_url=actor_url, log_dir=str(tmp_path / "logs"), presence_ttl=2),
+        "--script-type", "osis", "--handler", "tests.fault_handlers:deadly",
+    )  # fmt: skip
+    try:
+        producer.hset(keys.job("outside-1"), mapping={"script": "hello", "script_type": "osis"})
+        producer.lpush(keys.work_queue("osis"), "outside-1")
+        reply = producer.blpop([keys.reply("outside-1")], timeout=30)
+        assert reply is not None
+        assert json.loads(reply[1])["status"] == "finished"
+        assert producer.hget(keys.job("outside-1"), "output") == "hello"
+        assert "finished" in [f["event"] for _, f in producer.xrange(keys.EVENTS)]
+        refused = [
+            ("LPUSH", keys.job("j2"), "junk"),  # a job key made a list
+            ("HSET", keys.work_queue("osis"), "a", "b"),  # a queue made a hash
+            ("SET", keys.ORPHANS, "x"),
+            ("LPUSH", keys.DELAYED, "x"),
+            ("ZADD", keys.INDEX_ALL, "1", "x"),
+            ("HSET", keys.idle("osis"), "a", "b"),
+            ("DEL", keys.job("outside-1")),
+            ("XADD", keys.EVENTS, "*", "job_id", "x"),
+            ("GET", keys.api_key("0" * 64)),
+            ("FCALL", "hero_delete", "0", *functions.head(Config()), "outside-1"),
+            ("KEYS", "*"),
+        ]
+        for command in refused:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                producer.execute_command(*command)
+    finally:
+        producer.close()
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_the_actor_user_cannot_touch_api_keys_functions_or_the_keyspace(

@@ -1,4 +1,5 @@
-"""Redis ACL users: actors, gateways and admins connect as different users.
+"""Redis ACL users: actors, gateways, admins and outside producers connect
+as different users.
 
 Jobs are hostile and run on actors, so the actor's user is the second wall
 behind the sandbox: it may run only the commands and Functions an actor
@@ -7,6 +8,12 @@ uses, on the keys and channels an actor uses, and never ``hero:auth:*``
 Function's commands and keys against the calling user too, so the actor's
 key patterns cover what ``hero_cycle`` touches inside Redis (finishing a job
 dispatches its dependents, dead-letters, writes events and indexes).
+
+Hero producers we did not write (DESIGN.md) are trusted with every job, not
+with our private keys: their user may write job hashes only as hashes and
+queues only as lists (one ACL selector per kind of key), read replies and
+events, and nothing else, so a producer cannot make a key of ours another
+type and stop every actor's cycle.
 
 Every pattern is built by the key builders in ``keys.py`` with ``*`` for the
 variable parts, so the rules follow the key scheme. Passwords come from the
@@ -95,6 +102,37 @@ GATEWAY_DENIED = (
 )  # fmt: skip
 
 
+#: What a Hero producer does (DESIGN.md, "Producers we did not write"), as
+#: (key patterns, commands) pairs: each pair is one ACL selector, so a
+#: command is allowed on those keys only.
+PRODUCER_SELECTORS = (
+    # the job hash it writes, and reads back
+    ((keys.job(STAR),), ("hset", "hsetnx", "hget", "hmget", "hgetall", "hexists", "expire")),
+    # the queues it pushes ids onto: canonical (every group, instance and
+    # priority) and legacy
+    ((keys.work_queue(STAR), keys.legacy_work(STAR), keys.legacy_actor_queue(STAR)),
+     ("lpush", "rpush")),
+    # stop requests
+    ((keys.ctl(STAR), keys.legacy_stop(STAR)), ("lpush",)),
+    # the results
+    ((keys.reply(STAR), keys.legacy_reply(STAR)),
+     ("blpop", "brpop", "lpop", "rpop", "lrange", "llen", "expire", "del")),
+)  # fmt: skip
+
+#: Keys a producer may only read, with the commands it reads them with.
+PRODUCER_READS = ((keys.EVENTS,), ("xread", "xrange", "xrevrange", "xlen"))
+
+#: Commands on no key: connecting (redis-py names and selects) and health checks.
+PRODUCER_COMMANDS = ("ping", "select", "client|setname")
+
+
+def _selector(patterns: tuple[str, ...], commands: tuple[str, ...], access: str = "") -> str:
+    """One ACL selector: ``commands`` allowed on ``patterns`` only (``access``
+    ``%R``: for reading only)."""
+    rules = [*(f"{access}~{p}" for p in patterns), *(f"+{c}" for c in commands)]
+    return "(" + " ".join(rules) + ")"
+
+
 @dataclass(frozen=True)
 class Role:
     """One Redis user: its name, where its password comes from (``password_env``)
@@ -127,6 +165,15 @@ ROLES = (
     ),
     # `hero-gateway keys` and `hero-gateway acl --apply` run as this one
     Role("admin", "hero-admin", ("~*", "&*", "+@all")),
+    Role(
+        "producer",
+        "hero-producer",
+        (
+            *(f"+{command}" for command in PRODUCER_COMMANDS),
+            *(_selector(patterns, commands) for patterns, commands in PRODUCER_SELECTORS),
+            _selector(*PRODUCER_READS, access="%R"),
+        ),
+    ),
 )
 
 
@@ -155,8 +202,9 @@ def users(environ: Mapping[str, str] | None = None) -> list[User]:
 
 
 def render(user: User) -> str:
-    """One line that redis-cli accepts (patterns quoted: they hold ``*``)."""
-    return " ".join(part if "*" not in part else f"'{part}'" for part in user.setuser())
+    """One line that redis-cli accepts (patterns and selectors quoted: they
+    hold ``*`` or spaces)."""
+    return " ".join(f"'{part}'" if "*" in part or " " in part else part for part in user.setuser())
 
 
 async def apply(client: Commands, found: list[User]) -> None:
