@@ -106,8 +106,10 @@ async def test_an_outside_producer_on_its_user_pushes_jobs_and_nothing_else(
         "--script-type", "osis", "--handler", "tests.fault_handlers:deadly",
     )  # fmt: skip
     try:
-        producer.hset(keys.job("outside-1"), mapping={"script": "hello", "script_type": "osis"})
-        producer.lpush(keys.work_queue("osis"), "outside-1")
+        with producer.pipeline() as pipe:  # MULTI/EXEC, redis-py's default
+            pipe.hset(keys.job("outside-1"), mapping={"script": "hello", "script_type": "osis"})
+            pipe.lpush(keys.work_queue("osis"), "outside-1")
+            pipe.execute()
         reply = producer.blpop([keys.reply("outside-1")], timeout=30)
         assert reply is not None
         assert json.loads(reply[1])["status"] == "finished"
@@ -121,6 +123,7 @@ async def test_an_outside_producer_on_its_user_pushes_jobs_and_nothing_else(
             ("ZADD", keys.INDEX_ALL, "1", "x"),
             ("HSET", keys.idle("osis"), "a", "b"),
             ("DEL", keys.job("outside-1")),
+            ("EXPIRE", keys.job("outside-1"), "0"),  # a delete too
             ("XADD", keys.EVENTS, "*", "job_id", "x"),
             ("GET", keys.api_key("0" * 64)),
             ("FCALL", "hero_delete", "0", *functions.head(Config()), "outside-1"),

@@ -106,8 +106,10 @@ GATEWAY_DENIED = (
 #: (key patterns, commands) pairs: each pair is one ACL selector, so a
 #: command is allowed on those keys only.
 PRODUCER_SELECTORS = (
-    # the job hash it writes, and reads back
-    ((keys.job(STAR),), ("hset", "hsetnx", "hget", "hmget", "hgetall", "hexists", "expire")),
+    # the job hash it writes, and reads back (no EXPIRE: EXPIRE 0 deletes,
+    # leaving the job in our indexes; the pattern also covers the legacy
+    # actor queues, which ACL patterns cannot leave out)
+    ((keys.job(STAR),), ("hset", "hsetnx", "hget", "hmget", "hgetall", "hexists")),
     # the queues it pushes ids onto: canonical (every group, instance and
     # priority) and legacy
     ((keys.work_queue(STAR), keys.legacy_work(STAR), keys.legacy_actor_queue(STAR)),
@@ -122,8 +124,11 @@ PRODUCER_SELECTORS = (
 #: Keys a producer may only read, with the commands it reads them with.
 PRODUCER_READS = ((keys.EVENTS,), ("xread", "xrange", "xrevrange", "xlen"))
 
-#: Commands on no key: connecting (redis-py names and selects) and health checks.
-PRODUCER_COMMANDS = ("ping", "select", "client|setname")
+#: Commands on no key: connecting (redis-py names and selects), health
+#: checks, and transactions (redis-py's default pipeline), whose commands
+#: Redis checks against the selectors one by one.
+PRODUCER_COMMANDS = ("ping", "select", "client|setname", "multi", "exec", "discard", "watch",
+                     "unwatch")  # fmt: skip
 
 
 def _selector(patterns: tuple[str, ...], commands: tuple[str, ...], access: str = "") -> str:

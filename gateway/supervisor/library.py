@@ -48,6 +48,8 @@ def source() -> str:
         "LEGACY_STOP": keys.legacy_stop(""),
         "LEGACY_ACTOR": keys.legacy_actor_queue(""),
         "WORK": keys.work_queue(""),
+        "STREAM": keys.work_stream(""),
+        "CTL": keys.ctl(""),
         "ORPHANS": keys.ORPHANS,
         "LOGS": keys.logs(""),
         "QUEUES": keys.QUEUES,

@@ -35,6 +35,8 @@ local REPLY = '{{REPLY}}'
 local LEGACY_WORK = '{{LEGACY_WORK}}'
 local LEGACY_ACTOR = '{{LEGACY_ACTOR}}'
 local WORK = '{{WORK}}'
+local STREAM = '{{STREAM}}'
+local CTL = '{{CTL}}'
 local ORPHANS = '{{ORPHANS}}'
 local LEGACY_STOP = '{{LEGACY_STOP}}'
 local LOGS = '{{LOGS}}'
@@ -402,11 +404,28 @@ end
 local CLAIM_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller_id',
   'context_id', 'attempt', 'retries', 'group', 'instance', 'legacy'}
 
+-- Whether `key` is one of the family of keys starting with one of the
+-- `prefixes`. A job hash is anyone's to write (a Hero producer's, DESIGN), so
+-- a key named by one of its fields (`queue`, `legacy`, `ctl`) is used only
+-- when it is of the family that field names: one naming any other key (an
+-- index, hero:q:orphans) would have us push onto it or LREM it, and a key of
+-- ours made another type stops every actor's cycle.
+local function of_family(key, ...)
+  if type(key) ~= 'string' then return false end
+  for i = 1, select('#', ...) do
+    local prefix = select(i, ...)
+    if #key > #prefix and string.sub(key, 1, #prefix) == prefix then return true end
+  end
+  return false
+end
+
 -- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
 local function legacy_copies(recorded)
   if not recorded or recorded == '' then return NONE end
   local out = {}
-  for q in string.gmatch(recorded or '', '[^\n]+') do out[#out + 1] = q end
+  for q in string.gmatch(recorded or '', '[^\n]+') do
+    if of_family(q, LEGACY_WORK, LEGACY_ACTOR) then out[#out + 1] = q end
+  end
   return out
 end
 
@@ -575,6 +594,9 @@ end
 local function dispatch(ctx, id, old, route, rec)
   if not route then route, rec = dispatch_record(ctx, id) end
   local f = route
+  if not of_family(f[1], f[4] == 'stream' and STREAM or WORK) then  -- see of_family
+    return refuse_push(ctx, id, old, tostring(f[1] or ''), 'not a work queue')
+  end
   local routed = tab(ctx, 'routed')
   if not routed[f[1]] then  -- for queue.stats, even when no job waits in it
     routed[f[1]] = true
@@ -623,28 +645,43 @@ local function decode_list(raw)
   return cjson.decode(raw)
 end
 
+-- A JSON list of ids as anyone may have written it: empty when it is not one.
+local function id_list(raw)
+  local ok, list = pcall(decode_list, raw)
+  return ok and type(list) == 'table' and list or NONE
+end
+
 -- After a job reached a terminal status: release or fail its dependents.
 -- A worklist, not recursion, so a long chain of failures cannot blow the stack.
 -- `dependents`: the job's dependents field, when the caller has read it.
+-- A job ended: its waiting dependents fail with it, or start once all their
+-- prerequisites finished. A dependent counts only while its own
+-- prerequisites name the ended job: a `dependents` list can outlive its
+-- jobs (a later job may reuse an id), and anyone may write one.
 local function on_terminal(ctx, id, status, dependents)
   if dependents == '[]' or dependents == '' then return end  -- the usual job
   local work = { {id, status, dependents} }
   while #work > 0 do
     local item = table.remove(work)
-    local deps = decode_list(item[3] or redis.call('HGET', JOB .. item[1], 'dependents'))
-    for _, dep in ipairs(deps) do
-      local ds = redis.call('HGET', JOB .. dep, 'status')
-      if ds == 'waiting' then
+    for _, dep in ipairs(id_list(item[3] or redis.call('HGET', JOB .. item[1], 'dependents'))) do
+      local f = redis.pcall('HMGET', JOB .. dep, 'status', 'prerequisites')
+      if f.err then f = NONE end  -- a key of another type is no job
+      local prereqs = id_list(f[2])
+      local named = false
+      for _, p in ipairs(prereqs) do
+        if p == item[1] then named = true end
+      end
+      if f[1] == 'waiting' and named then
         if FAILED[item[2]] then
           local msg = 'prerequisite ' .. item[1] .. ' ended ' .. item[2]
-          set_status(ctx, dep, ds, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
+          set_status(ctx, dep, 'waiting', 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
           table.insert(work, {dep, 'error'})
         else
           local ready = true
-          for _, p in ipairs(decode_list(redis.call('HGET', JOB .. dep, 'prerequisites'))) do
-            if redis.call('HGET', JOB .. p, 'status') ~= 'finished' then ready = false end
+          for _, p in ipairs(prereqs) do
+            if redis.pcall('HGET', JOB .. p, 'status') ~= 'finished' then ready = false end
           end
-          if ready then dispatch(ctx, dep, ds) end
+          if ready then dispatch(ctx, dep, 'waiting') end
         end
       end
     end
@@ -672,7 +709,7 @@ local function record_outside(ctx, id, st)
   local f = redis.call('HMGET', JOB .. id, 'error', 'finished_at', 'queue', 'mode', 'legacy')
   if TERMINAL[st] then
     if (f[2] or '') == '' then redis.call('HSET', JOB .. id, 'finished_at', ctx.iso) end
-    if f[3] and f[4] ~= 'stream' then redis.call('LREM', f[3], 0, id) end
+    if f[4] ~= 'stream' and of_family(f[3], WORK) then redis.call('LREM', f[3], 0, id) end
     for _, q in ipairs(legacy_copies(f[5])) do redis.call('LREM', q, 0, id) end
     retain(ctx, id, st)
   end
@@ -861,15 +898,23 @@ local function submit(ctx, id, start_now, prereq_json, fields)
     return {'exists', existing[1], existing[2] or ''}
   end
   local prereqs = decode_list(prereq_json)
-  local deps_of = {}  -- each prerequisite's dependents, read before anything is written
+  -- each prerequisite's dependents with this job added, made before anything
+  -- is written: one that is not a list of ids is no prerequisite (and not
+  -- ours to mend), and a job refused half way would leave a hash behind
+  local linked = {}
   for i, p in ipairs(prereqs) do
     if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash'
         or (owner ~= '' and redis.call('HGET', JOB .. p, 'caller_id') ~= owner) then
       return {'bad_prerequisite', p}
     end
     local ok, deps = pcall(decode_list, redis.call('HGET', JOB .. p, 'dependents'))
-    if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end  -- not ours to mend
-    deps_of[i] = deps
+    if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end
+    local more = {}
+    for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
+    more[#more + 1] = id
+    local encoded, text = pcall(cjson.encode, more)
+    if not encoded then return {'bad_prerequisite', p} end
+    linked[i] = text
   end
   -- written once, with the status the job has when submit is done with it
   local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
@@ -881,11 +926,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
   ctx.seen[id] = f
   tab(ctx, 'fresh')[id] = given
-  for i, p in ipairs(prereqs) do
-    local deps = {unpack(deps_of[i])}
-    deps[#deps + 1] = id
-    redis.call('HSET', JOB .. p, 'dependents', cjson.encode(deps))
-  end
+  for i, p in ipairs(prereqs) do redis.call('HSET', JOB .. p, 'dependents', linked[i]) end
   zpend(ctx, IDX_ALL, ctx.ts, id)
   zpend(ctx, IDX_TYPE .. f[1], ctx.ts, id)
   if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ts, id) end
@@ -1408,12 +1449,12 @@ local function hero_stop(_, args)
   if QUEUED[st] then
     -- a stream entry stays: the actor that reads it drops it (deleting an
     -- undelivered entry would make the group's lag unknowable)
-    if f[2] and f[6] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
+    if f[6] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
     redis.call('ZREM', DELAYED, id)
     for _, q in ipairs(legacy_copies(f[7])) do redis.call('LREM', q, 0, id) end
   else
     local msg = cjson.encode({action = 'stop', job_id = id})
-    if f[3] and f[3] ~= '' then redis.call('LPUSH', f[3], msg) end
+    if of_family(f[3], CTL) then redis.call('LPUSH', f[3], msg) end
     if ctx.compat then
       local target = (f[4] and f[4] ~= '') and f[4] or f[5]
       redis.call('LPUSH', LEGACY_STOP .. target, id)
@@ -1430,7 +1471,7 @@ local function hero_delete(_, args)
   local jk = JOB .. id
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
   if f.err or not f[1] then return 0 end  -- a key of another type is no job: left alone
-  if f[2] and f[5] ~= 'stream' then redis.call('LREM', f[2], 0, id) end
+  if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.call('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
   redis.call('ZREM', IDX_STATUS .. f[1], id)

@@ -1,0 +1,127 @@
+"""Job-hash fields that name keys, and ``dependents`` lists, as any Redis
+writer may leave them — real redis-server, a real in-process actor.
+
+A job hash is anyone's to write (a Hero producer's, even on its own ACL
+user), and hero.lua used to act on what it said: a ``queue``, ``ctl`` or
+``legacy`` field naming one of our private keys had a dispatch, a stop or a
+delete push onto it or LREM it (a key of ours made a list stops every
+actor's cycle); a ``dependents`` list failed or started jobs that never
+named the ended one as a prerequisite, another caller's included.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.actor import Actor, JobContext
+from gateway.config import Config
+from gateway.errors import InvalidJob
+from gateway.supervisor import Supervisor, keys
+from tests.helpers import job
+
+pytestmark = pytest.mark.timeout(60)
+
+HELD = keys.held("osis", "g", "i")  # another actor's held list
+
+
+def echo_actor(config: Config) -> Actor:
+    actor = Actor(config, instance="echo")
+
+    @actor.handler("osis")
+    def run(ctx: JobContext) -> str:
+        return ctx.job.script
+
+    return actor
+
+
+async def test_a_dependent_naming_a_private_key_as_its_queue_ends_in_error(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """A's end dispatches X, whose hash (an outside writer's) says its queue
+    is hero:q:orphans: that LPUSH made the key a list and every actor's
+    cycle failed until an operator deleted it."""
+    actors(echo_actor(config))
+    await sup.create(job("a", script_type="osis", job_id="A"))
+    await rds.hset(keys.job("X"), mapping={
+        "status": "waiting", "script_type": "osis", "script": "x", "group": "g",
+        "queue": keys.ORPHANS, "prerequisites": '["A"]'})  # fmt: skip
+    await rds.hset(keys.job("A"), "dependents", '["X"]')
+    await sup.start("A")
+    assert (await sup.output("A", wait=20))["status"] == "finished"
+    ended = await sup.output("X", wait=20)
+    assert ended["status"] == "error"
+    assert ended["error"] == f"queue {keys.ORPHANS} refused it: not a work queue"
+    assert await rds.type(keys.ORPHANS) == "none"
+    after = await sup.run(job("honest", script_type="osis"), wait=20)
+    assert after["output"] == "honest"  # the actors' cycles go on
+
+
+async def test_a_queue_field_rewritten_before_a_start_names_no_key_of_ours(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    await sup.create(job("x", script_type="osis", job_id="J"))
+    await rds.hset(keys.job("J"), "queue", keys.INDEX_ALL)
+    started = await sup.start("J")
+    assert started["status"] == "error"
+    assert (await sup.get("J"))["error"].endswith("refused it: not a work queue")
+    assert await rds.type(keys.INDEX_ALL) == "zset"
+
+
+async def test_stop_and_delete_touch_only_keys_of_the_fields_families(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A stop LREMs a queued job's queue and legacy copies, LPUSHes a started
+    one's control queue, and a delete LREMs its queues: each named by the
+    hash, so each could have been another actor's held list or our index."""
+    await rds.lpush(HELD, "Q1", "S1", "D1")
+    for job_id in ("Q1", "S1", "D1"):
+        await sup.create(job("x", script_type="osis", job_id=job_id))
+    await rds.hset(keys.job("Q1"), mapping={"status": "dispatched", "queue": HELD,
+                                             "legacy": HELD})  # fmt: skip
+    await rds.hset(keys.job("S1"), mapping={"status": "started", "ctl": keys.ORPHANS})
+    await rds.hset(keys.job("D1"), mapping={"queue": HELD, "legacy": f"{HELD}\n{HELD}"})
+    assert (await sup.stop("Q1"))["status"] == "stopped"
+    assert (await sup.stop("S1"))["status"] == "stopped"
+    assert await sup.delete("D1") == {"deleted": True}
+    assert await rds.lrange(HELD, 0, -1) == ["D1", "S1", "Q1"]
+    assert await rds.type(keys.ORPHANS) == "none"
+
+
+async def test_an_ended_job_touches_only_dependents_that_name_it(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """alice's X depended on P and was deleted; bob's new X (waiting on his
+    own Q) inherited the link in P's dependents, and alice stopping P ended
+    bob's job with her job's id in its error."""
+    await sup.create(job("p", job_id="P", caller_id="alice"))
+    await sup.create(job("x", job_id="X", caller_id="alice", prerequisites=["P"]))
+    assert await sup.delete("X") == {"deleted": True}
+    await sup.create(job("q", job_id="Q", caller_id="bob"))
+    await sup.create(job("x", job_id="X", caller_id="bob", prerequisites=["Q"]))
+    assert (await sup.start("X"))["status"] == "waiting"
+    assert json.loads(await rds.hget(keys.job("P"), "dependents") or "[]") == ["X"]
+    await sup.stop("P")
+    assert (await sup.status("X"))["status"] == "waiting"
+
+
+async def test_a_prerequisites_long_or_odd_dependents_refuse_nothing_half_way(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """About 8,000 dependents passed Lua's unpack limit half way through the
+    submit, and a list holding a number JSON cannot write failed its encode:
+    either left the new job's hash behind, without a status."""
+    many = [f"d{n}" for n in range(9000)]
+    await sup.create(job("p", job_id="P"))
+    await rds.hset(keys.job("P"), "dependents", json.dumps(many))
+    assert (await sup.create(job("x", job_id="X", prerequisites=["P"])))["status"] == "created"
+    assert json.loads(await rds.hget(keys.job("P"), "dependents") or "[]") == [*many, "X"]
+    await sup.create(job("o", job_id="O"))
+    await rds.hset(keys.job("O"), "dependents", "[1e999]")
+    with pytest.raises(InvalidJob, match="prerequisite O is unknown"):
+        await sup.create(job("y", job_id="Y", prerequisites=["O"]))
+    assert not await rds.exists(keys.job("Y"))
+    assert await rds.hget(keys.job("O"), "dependents") == "[1e999]"
