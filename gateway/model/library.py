@@ -227,7 +227,7 @@ class Claimed:
             script=script or "",
             script_type=script_type,
             timeout=int(timeout or 300),
-            env_vars=json.loads(env) if env else {},
+            env_vars=json.loads(env) if env and env != "{}" else {},  # most jobs: none
             caller_id=caller or "",
             context_id=context or "",
             attempt=int(attempt or 1),
