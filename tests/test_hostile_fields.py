@@ -12,6 +12,7 @@ named the ended one as a prerequisite, another caller's included.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,15 +22,15 @@ from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import job
+from tests.helpers import eventually, job
 
 pytestmark = pytest.mark.timeout(60)
 
 HELD = keys.held("osis", "g", "i")  # another actor's held list
 
 
-def echo_actor(config: Config) -> Actor:
-    actor = Actor(config, instance="echo")
+def echo_actor(config: Config, concurrency: int = 1) -> Actor:
+    actor = Actor(config, instance="echo", concurrency=concurrency)
 
     @actor.handler("osis")
     def run(ctx: JobContext) -> str:
@@ -125,3 +126,92 @@ async def test_a_prerequisites_long_or_odd_dependents_refuse_nothing_half_way(
         await sup.create(job("y", job_id="Y", prerequisites=["O"]))
     assert not await rds.exists(keys.job("Y"))
     assert await rds.hget(keys.job("O"), "dependents") == "[1e999]"
+
+
+async def test_a_legacy_copy_made_a_hash_stalls_no_actor(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """A job handed to an idle actor whose hash names, as a legacy copy, a
+    legacy queue someone made a hash: the take failed on LREM (WRONGTYPE),
+    yet the job stayed in the actor's held list with no row sent, counted
+    against its claims for ever: the actor ran nothing more until restarted."""
+    actors(echo_actor(config))
+
+    async def offering() -> bool:
+        return bool(await rds.hlen(keys.idle("osis")))
+
+    await eventually(offering)
+    legacy = keys.legacy_actor_queue("h")
+    await rds.hset(legacy, "a", "b")
+    await sup.create(job("first", script_type="osis", job_id="J"))
+    await rds.hset(keys.job("J"), "legacy", legacy)
+    await sup.start("J")
+    assert (await sup.output("J", wait=20))["output"] == "first"
+    assert (await sup.run(job("next", script_type="osis"), wait=20))["output"] == "next"
+
+
+async def test_a_delivery_redis_refuses_loses_no_other_job_of_its_cycle(
+    rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """Stream mode: one delivered job whose key was made a list failed the
+    whole claim, and the adopt after it dropped the other deliveries of that
+    cycle, whose jobs then sat dispatched for ever."""
+    streamed = replace(config, stream_types=("osis",))
+    sup = await Supervisor.connect(streamed)
+    try:
+        for job_id in ("bad", "ok1", "ok2"):
+            await sup.create(job(job_id, script_type="osis", job_id=job_id))
+            await sup.start(job_id)
+        await rds.delete(keys.job("bad"))
+        await rds.lpush(keys.job("bad"), "junk")
+        actors(echo_actor(streamed, concurrency=4))  # all three in one cycle
+        for job_id in ("ok1", "ok2"):
+            assert (await sup.output(job_id, wait=20))["output"] == job_id
+        assert await rds.xlen(keys.work_stream("osis")) == 0
+    finally:
+        await sup.close()
+
+
+async def test_a_junk_queue_name_breaks_no_queue_stats(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A work queue named with a priority that is no number (a job hash may
+    name one) made every queue.stats and /metrics fail."""
+    await rds.sadd(keys.QUEUES, keys.work_queue("osis") + ":prio:zz")
+    await sup.create(job("x", script_type="osis", job_id="J"))
+    await sup.start("J")
+    rows = await sup.queue_stats()
+    assert [r["queue"] for r in rows] == [keys.work_queue("osis")]
+
+
+async def test_odd_items_in_a_dependents_list_skip_only_themselves(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A dependent whose prerequisites list holds a non-string aborted the
+    ended job's walk over its dependents (and its job.stop answered -32603):
+    the others stayed waiting for ever."""
+    await sup.create(job("p", job_id="P"))
+    await sup.create(job("e", job_id="E", prerequisites=["P"]))
+    assert (await sup.start("E"))["status"] == "waiting"
+    await rds.hset(keys.job("D"), mapping={"status": "waiting", "prerequisites": '["P", {}]'})
+    await rds.hset(keys.job("P"), "dependents", '[{}, "D", "E"]')
+    assert (await sup.stop("P"))["status"] == "stopped"
+    assert (await sup.get("E"))["error"] == "prerequisite P ended stopped"
+    assert await rds.hget(keys.job("D"), "status") == "error"
+
+
+async def test_a_dependents_list_past_the_limit_is_not_read(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A job hash's dependents of tens of MB (anyone may write one) had the
+    ended job's walk decode it and read each, holding Redis for seconds. A
+    list past 1 MiB is not read; submit refuses to grow one past it."""
+    huge = json.dumps(["E", *(f"dependent-{n:07d}" for n in range(60000))])
+    await sup.create(job("p", job_id="P"))
+    await sup.create(job("e", job_id="E", prerequisites=["P"]))
+    assert (await sup.start("E"))["status"] == "waiting"
+    await rds.hset(keys.job("P"), "dependents", huge)
+    with pytest.raises(InvalidJob, match="prerequisite P is unknown"):
+        await sup.create(job("f", job_id="F", prerequisites=["P"]))
+    assert (await sup.stop("P"))["status"] == "stopped"
+    assert (await sup.status("E"))["status"] == "waiting"

@@ -99,7 +99,12 @@ def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
     for name, value in zip(parts[1::2], parts[2::2], strict=False):
         if name not in names:
             return None
-        found[names[name]] = int(value) if name == "prio" else value
+        if name == "prio":  # anyone may name a queue (a job hash's field): no crash on junk
+            if value not in ("0", "1", "2"):
+                return None
+            found["priority"] = int(value)
+        else:
+            found[names[name]] = value
     return found
 
 

@@ -58,6 +58,10 @@ local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
 local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
 
 local NONE = {}  -- an empty list to unpack, never written to
+-- The longest JSON list of ids (prerequisites, dependents) or legacy copies
+-- the Functions read from a job hash: anyone may write a hash, and decoding
+-- a 40 MB list held Redis for seconds. About 40,000 dependents of one job.
+local MAX_LIST_BYTES = 1048576
 
 local function floor(x) return math.floor(x) end
 
@@ -420,8 +424,10 @@ local function of_family(key, ...)
 end
 
 -- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
+-- Each is LREMed with pcall: a legacy queue is the protocol's, and one made
+-- another type is passed over (as a claim passes it over).
 local function legacy_copies(recorded)
-  if not recorded or recorded == '' then return NONE end
+  if not recorded or recorded == '' or #recorded > MAX_LIST_BYTES then return NONE end
   local out = {}
   for q in string.gmatch(recorded or '', '[^\n]+') do
     if of_family(q, LEGACY_WORK, LEGACY_ACTOR) then out[#out + 1] = q end
@@ -444,7 +450,7 @@ end
 -- `rec`: its CLAIM_FIELDS when the caller has read them (claim_one).
 local function take(ctx, id, old, who, event, entry, rec)
   rec = rec or claim_record(ctx, id)
-  for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.call('LREM', q, 0, id) end
+  for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.pcall('LREM', q, 0, id) end
   -- the attempt counted up in the same HSET as the status
   rec[7] = string.format('%d', (tonumber(rec[7]) or 0) + 1)
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
@@ -555,11 +561,14 @@ local function hand_off(ctx, id, old, script_type, rec)
     if not h then return false end
   end
   local o = h.offer
-  o[1] = o[1] - 1
-  h.ids[#h.ids + 1] = id  -- in the held list even if the rest fails
   set_status(ctx, id, old, 'dispatched', nil, nil, nil, true)  -- take writes the hash
-  h.rows[#h.rows + 1] = take(ctx, id, 'dispatched',
+  local row = take(ctx, id, 'dispatched',
     {actor = h.actor, ctl = o[3], lease = o[4], sandbox = o[6]}, nil, nil, rec)
+  -- only a job taken uses a slot and goes to the held list: one whose take
+  -- failed would wait there for ever, counted against the actor's claims
+  o[1] = o[1] - 1
+  h.ids[#h.ids + 1] = id
+  h.rows[#h.rows + 1] = row
   return true
 end
 
@@ -639,16 +648,24 @@ local function dispatch(ctx, id, old, route, rec)
   return f[1]
 end
 
--- Read only: an empty list is the shared NONE.
+-- Read only: an empty list is the shared NONE. One longer than
+-- MAX_LIST_BYTES is refused before it is decoded (see MAX_LIST_BYTES).
 local function decode_list(raw)
   if not raw or raw == '' or raw == '[]' then return NONE end
+  if #raw > MAX_LIST_BYTES then error('a list of more than ' .. MAX_LIST_BYTES .. ' bytes') end
   return cjson.decode(raw)
 end
 
--- A JSON list of ids as anyone may have written it: empty when it is not one.
+-- A JSON list of ids as anyone may have written it: its strings, none when
+-- it is not one.
 local function id_list(raw)
   local ok, list = pcall(decode_list, raw)
-  return ok and type(list) == 'table' and list or NONE
+  if not ok or type(list) ~= 'table' then return NONE end
+  local ids = {}
+  for _, v in ipairs(list) do
+    if type(v) == 'string' then ids[#ids + 1] = v end
+  end
+  return ids
 end
 
 -- After a job reached a terminal status: release or fail its dependents.
@@ -710,7 +727,7 @@ local function record_outside(ctx, id, st)
   if TERMINAL[st] then
     if (f[2] or '') == '' then redis.call('HSET', JOB .. id, 'finished_at', ctx.iso) end
     if f[4] ~= 'stream' and of_family(f[3], WORK) then redis.call('LREM', f[3], 0, id) end
-    for _, q in ipairs(legacy_copies(f[5])) do redis.call('LREM', q, 0, id) end
+    for _, q in ipairs(legacy_copies(f[5])) do redis.pcall('LREM', q, 0, id) end
     retain(ctx, id, st)
   end
   emit(ctx, id, st, f[1])
@@ -913,7 +930,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
     for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
     more[#more + 1] = id
     local encoded, text = pcall(cjson.encode, more)
-    if not encoded then return {'bad_prerequisite', p} end
+    if not encoded or #text > MAX_LIST_BYTES then return {'bad_prerequisite', p} end
     linked[i] = text
   end
   -- written once, with the status the job has when submit is done with it
@@ -1206,6 +1223,21 @@ end
 -- (XAUTOCLAIM), then new ones. A reclaimed job runs again while attempts
 -- remain (at-least-once; its event is `redelivered`), else it fails for good.
 -- Entries of jobs that are no longer waiting for them are acked and dropped.
+-- One delivered entry: the row to run its job from, or false when the
+-- entry is stale (acked here) or its job failed for an actor gone silent.
+local function claim_entry(ctx, stream, who, entry, id, again)
+  local f = redis.call('HMGET', JOB .. id, 'status', 'entry', 'attempt', 'retries', 'actor')
+  if f[2] ~= entry or not (f[1] == 'dispatched' or (again and f[1] == 'started')) then
+    done_entry(stream, entry)
+  elseif again and (tonumber(f[3]) or 0) > (tonumber(f[4]) or 0) then
+    done_entry(stream, entry)
+    fail_attempt(ctx, id, 'started', 'error', 'actor ' .. (f[5] or '?') .. ' stopped answering')
+  else
+    return take(ctx, id, f[1], who, again and 'redelivered' or nil, entry)
+  end
+  return false
+end
+
 local function claim_stream(ctx, stream, who, count, idle_ms, out)
   local got = {}
   if idle_ms > 0 then
@@ -1227,14 +1259,13 @@ local function claim_stream(ctx, stream, who, count, idle_ms, out)
   end
   for _, g in ipairs(got) do
     local entry, id, again = g[1], entry_job(g[2]), g[3]
-    local f = redis.call('HMGET', JOB .. id, 'status', 'entry', 'attempt', 'retries', 'actor')
-    if f[2] ~= entry or not (f[1] == 'dispatched' or (again and f[1] == 'started')) then
-      done_entry(stream, entry)
-    elseif again and (tonumber(f[3]) or 0) > (tonumber(f[4]) or 0) then
-      done_entry(stream, entry)
-      fail_attempt(ctx, id, 'started', 'error', 'actor ' .. (f[5] or '?') .. ' stopped answering')
-    else
-      out[#out + 1] = take(ctx, id, f[1], who, again and 'redelivered' or nil, entry)
+    -- each entry on its own, as `claim` takes each id: one Redis refuses
+    -- goes (acked) with its job set aside, and the cycle goes on
+    local row = alone(ctx, nil, id, claim_entry, stream, who, entry, id, again)
+    if row then
+      out[#out + 1] = row
+    elseif row == nil then
+      pcall(done_entry, stream, entry)
     end
   end
   return out
@@ -1451,7 +1482,7 @@ local function hero_stop(_, args)
     -- undelivered entry would make the group's lag unknowable)
     if f[6] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
     redis.call('ZREM', DELAYED, id)
-    for _, q in ipairs(legacy_copies(f[7])) do redis.call('LREM', q, 0, id) end
+    for _, q in ipairs(legacy_copies(f[7])) do redis.pcall('LREM', q, 0, id) end
   else
     local msg = cjson.encode({action = 'stop', job_id = id})
     if of_family(f[3], CTL) then redis.call('LPUSH', f[3], msg) end
@@ -1472,7 +1503,7 @@ local function hero_delete(_, args)
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
   if f.err or not f[1] then return 0 end  -- a key of another type is no job: left alone
   if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
-  for _, q in ipairs(legacy_copies(f[6])) do redis.call('LREM', q, 0, id) end
+  for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
   redis.call('ZREM', IDX_STATUS .. f[1], id)
   redis.call('ZREM', IDX_TYPE .. f[3], id)
