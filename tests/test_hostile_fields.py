@@ -215,3 +215,58 @@ async def test_a_dependents_list_past_the_limit_is_not_read(
         await sup.create(job("f", job_id="F", prerequisites=["P"]))
     assert (await sup.stop("P"))["status"] == "stopped"
     assert (await sup.status("E"))["status"] == "waiting"
+
+
+async def test_claim_fields_that_are_not_what_they_should_be_end_no_actor(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """A timeout, attempt or env_vars a producer rewrote in its job's hash
+    raised in the actor's decoding of the claim row (int(), json.loads):
+    the whole cycle reply failed and the actor process ended, its held jobs
+    (another caller's too) left started for ever."""
+    actors(echo_actor(config))
+    await sup.create(job("odd", script_type="osis", job_id="J"))
+    await rds.hset(keys.job("J"), mapping={"timeout": "abc", "env_vars": "{bad",
+                                            "retries": "-1"})  # fmt: skip
+    await sup.start("J")
+    assert (await sup.output("J", wait=20))["output"] == "odd"
+    assert (await sup.run(job("next", script_type="osis"), wait=20))["output"] == "next"
+
+
+async def test_an_attempt_rewritten_while_its_job_runs_holds_no_slot(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """The report names the attempt it ran only when sent again after a lost
+    reply: a first report passed over because the hash's attempt (anyone's
+    to write) said otherwise left the job started and in the actor's held
+    list, and the actor claimed nothing more."""
+    actor = Actor(config, instance="slow")
+    rewritten: list[str] = []
+
+    @actor.handler("osis")
+    async def run(ctx: JobContext) -> str:
+        if ctx.job.script == "rewrite me":
+            await rds.hset(keys.job(ctx.job.job_id), "attempt", "999")
+            rewritten.append(ctx.job.job_id)
+        return ctx.job.script
+
+    actors(actor)
+    done = await sup.run(job("rewrite me", script_type="osis", job_id="R"), wait=20)
+    assert rewritten == ["R"] and done["status"] == "finished"
+    assert (await sup.run(job("next", script_type="osis"), wait=20))["output"] == "next"
+
+
+async def test_a_legacy_field_of_thousands_of_names_costs_two_lrems(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """A claim LREMed every name a job's legacy field listed: 5,000 names of
+    a long list held Redis for 9 s. Dispatch writes one per legacy kind."""
+    await rds.rpush(keys.legacy_work("big"), *[f"junk-{n}" for n in range(100)])
+    await sup.create(job("x", script_type="osis", job_id="J"))
+    await rds.hset(keys.job("J"), "legacy", f"{keys.legacy_work('big')}\n" * 5000)
+    await sup.start("J")
+    before = (await rds.info("commandstats")).get("cmdstat_lrem", {}).get("calls", 0)
+    actors(echo_actor(config))
+    assert (await sup.output("J", wait=20))["status"] == "finished"
+    after = (await rds.info("commandstats"))["cmdstat_lrem"]["calls"]
+    assert after - before <= 3  # the legacy copy, and the held entry at the report

@@ -36,3 +36,14 @@ def test_only_the_attempt_in_hand_is_passed_over() -> None:
     assert not passed_over(claimed("x", 2), {("x", 1)})
     assert passed_over(claimed("x", 2), {("x", 0)})  # a report naming no attempt
     assert not passed_over(claimed("x", 2), {("y", 2)})
+
+
+def test_only_a_report_sent_again_names_its_attempt() -> None:
+    hand = InHand()
+    hand.take([claimed("x", 2)])
+    first = [Outcome("x", "finished", attempt=2)]
+    assert [o.attempt for o in hand.as_sent(first)] == [0]
+    hand.unsure(first)  # its cycle's reply never came
+    assert [o.attempt for o in hand.as_sent(first)] == [2]
+    hand.settle(first)
+    assert [o.attempt for o in hand.as_sent(first)] == [0]

@@ -21,7 +21,8 @@ from gateway.actor import Actor, JobContext, JobFailed, python_actor
 from gateway.config import Config
 from gateway.errors import WaitTimeout
 from gateway.model import Claimed
-from gateway.supervisor import Supervisor, keys
+from gateway.model.library import Call
+from gateway.supervisor import Supervisor, keys, library
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import (
     by_hand,
@@ -340,22 +341,22 @@ async def test_actor_adopts_jobs_it_holds_but_is_not_running(
 def lose_the_reply_reporting_a_failure(
     monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[list[Claimed]], Awaitable[None]]
 ) -> list[str]:
-    """Make the first actor cycle that reports a failure lose its reply, after
-    Redis ran it and ``meanwhile`` saw what it claimed. Redis is real; the
-    loss is simulated, as it cannot be timed from outside. Returns a list
-    that is not empty once the reply was lost."""
-    real_cycle = ActorLink.cycle
+    """Make the first actor cycle (``hero_cycle``) that reports a failure lose
+    its reply, after Redis ran it and ``meanwhile`` saw what it claimed.
+    Redis is real; the loss is simulated, as it cannot be timed from
+    outside. Returns a list that is not empty once the reply was lost."""
+    real_call = library.call
     lost: list[str] = []
 
-    async def loses_one_reply(self: ActorLink, outcomes: Any, want: int, **kw: Any) -> Any:
-        claimed = await real_cycle(self, outcomes, want, **kw)
-        if not lost and any(o.status == "error" for o in outcomes):
+    async def loses_one_reply(client: Any, config: Config, fcall: Call[Any]) -> Any:
+        reply = await real_call(client, config, fcall)
+        if not lost and fcall.function == "hero_cycle" and "error" in fcall.args:
             lost.append("yes")
-            await meanwhile(claimed)
+            await meanwhile(list(reply.claimed))
             raise ConnectionError("the reply was lost")
-        return claimed
+        return reply
 
-    monkeypatch.setattr(ActorLink, "cycle", loses_one_reply)
+    monkeypatch.setattr(library, "call", loses_one_reply)
     return lost
 
 

@@ -219,23 +219,46 @@ class Claimed:
     def from_row(cls, row: Sequence[Any]) -> Claimed:
         """From ``[job_id, *CLAIM_FIELDS, entry?]``: a hero_cycle row, a
         handoff message (the same row as JSON) or an adoption's HMGET.
-        Missing values (nil in Lua: null or false) take the defaults."""
+        Missing values (nil in Lua: null or false) take the defaults, and so
+        do values that are not what they should be: a job hash is anyone's
+        to write (an outside producer's), and one row that raised here
+        failed the actor's whole cycle and ended the actor."""
         job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
         group, instance, entry = [*row[9:12], "", "", ""][:3]
         return cls(
             job_id=job_id,
             script=script or "",
             script_type=script_type,
-            timeout=int(timeout or 300),
-            env_vars=json.loads(env) if env and env != "{}" else {},  # most jobs: none
+            timeout=_whole(timeout, 300, low=1),
+            env_vars=_environment(env) if env and env != "{}" else {},  # most jobs: none
             caller_id=caller or "",
             context_id=context or "",
-            attempt=int(attempt or 1),
-            retries=int(retries or 0),
+            attempt=_whole(attempt, 1, low=1),
+            retries=_whole(retries, 0, low=0),
             group=group or "",
             instance=instance or "",
             entry=entry or "",
         )
+
+
+def _whole(text: Any, default: int, low: int) -> int:
+    """A whole number of at least ``low`` written as text, else ``default``."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        return default
+    return value if value >= low else default
+
+
+def _environment(text: str) -> dict[str, str]:
+    """A job's env_vars: a JSON object of strings, else none at all."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, str)}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ on their way (its ``holding``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import replace
 
 from gateway.model.library import Claimed, Outcome
 
@@ -33,6 +34,9 @@ class InHand:
         self._attempts: dict[str, int] = {}
         #: Stream mode: the entry of each job this consumer runs.
         self.entries: dict[str, str] = {}
+        #: Reports sent in a cycle whose reply never came (lost, or the call
+        #: refused as a whole): Redis may have recorded them already.
+        self._unsure: set[Attempt] = set()
 
     def __len__(self) -> int:
         return len(self._attempts)
@@ -48,10 +52,24 @@ class InHand:
         gone = {o.job_id for o in outcomes if o.job_id in self._attempts and self._reports(o)}
         return len(self._attempts) - len(gone)
 
+    def as_sent(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
+        """``outcomes`` as a cycle sends them. One sent again names its
+        attempt, so Redis passes it over when it recorded it already and
+        runs a later attempt of the job now. A first report names none: the
+        job hash's attempt is anyone's to write, and a report passed over
+        for it left its job in the actor's held list, holding a slot for ever."""
+        return [o if (o.job_id, o.attempt) in self._unsure else replace(o, attempt=0)
+                for o in outcomes]  # fmt: skip
+
+    def unsure(self, outcomes: Iterable[Outcome]) -> None:
+        """A cycle sending ``outcomes`` got no reply: they go again, as sent again."""
+        self._unsure.update((o.job_id, o.attempt) for o in outcomes)
+
     def settle(self, outcomes: Iterable[Outcome]) -> None:
         """Redis recorded ``outcomes``: their attempts leave the hand (a later
         attempt of the same job stays)."""
         for o in outcomes:
+            self._unsure.discard((o.job_id, o.attempt))
             if self._reports(o):
                 self._attempts.pop(o.job_id, None)
                 self.entries.pop(o.job_id, None)

@@ -185,21 +185,17 @@ class ActorLink:
         idle_ms = int(self._config.stream_claim_idle * 1000) if reclaim else 0
         # only while subscribed: a handoff published before that would be lost
         offer = accept_handoff and self._listening and not self.stream
-        reply = await library.call(
-            self._wire,
-            self._config,
-            functions.cycle(
-                self._who,
-                self._cycle_keys,
-                want=want,
-                outcomes=outcomes,
-                entries=self._in_hand.entries,
-                reclaim_idle_ms=idle_ms,
-                offer=offer,
-                holding=self._in_hand.holding(outcomes),
-                outside_grace_ms=int(self._config.outside_grace * 1000),
-            ),
-        )
+        call = functions.cycle(
+            self._who, self._cycle_keys, want=want, outcomes=self._in_hand.as_sent(outcomes),
+            entries=self._in_hand.entries, reclaim_idle_ms=idle_ms, offer=offer,
+            holding=self._in_hand.holding(outcomes),
+            outside_grace_ms=int(self._config.outside_grace * 1000),
+        )  # fmt: skip
+        try:
+            reply = await library.call(self._wire, self._config, call)
+        except BaseException:  # Redis may have run it: its reports go again, as sent again
+            self._in_hand.unsure(outcomes)
+            raise
         if reply.settle_ms:  # an outside job id waits for its hash: look again when its grace ends
             if self._settle is not None:
                 self._settle.cancel()

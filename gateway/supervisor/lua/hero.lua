@@ -423,14 +423,21 @@ local function of_family(key, ...)
   return false
 end
 
--- The legacy queues a dispatch pushed the job to as well (its `legacy` field).
--- Each is LREMed with pcall: a legacy queue is the protocol's, and one made
--- another type is passed over (as a claim passes it over).
+-- The legacy queues a dispatch pushed the job to as well (its `legacy`
+-- field): at most one per legacy kind, as dispatch writes it (a hash is
+-- anyone's to write, and 5,000 names held Redis for 9 s of LREMs). Each is
+-- LREMed with pcall: a legacy queue is the protocol's, and one made another
+-- type is passed over (as a claim passes it over).
+local LEGACY_KINDS = 2
 local function legacy_copies(recorded)
-  if not recorded or recorded == '' or #recorded > MAX_LIST_BYTES then return NONE end
-  local out = {}
-  for q in string.gmatch(recorded or '', '[^\n]+') do
-    if of_family(q, LEGACY_WORK, LEGACY_ACTOR) then out[#out + 1] = q end
+  if not recorded or recorded == '' then return NONE end
+  local out, seen = {}, {}
+  for q in string.gmatch(string.sub(recorded, 1, 4096), '[^\n]+') do
+    if of_family(q, LEGACY_WORK, LEGACY_ACTOR) and not seen[q] then
+      seen[q] = true
+      out[#out + 1] = q
+      if #out == LEGACY_KINDS then break end
+    end
   end
   return out
 end
