@@ -11,6 +11,7 @@ named the ended one as a prerequisite, another caller's included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from typing import Any
@@ -18,11 +19,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import Actor, JobContext
+from gateway.actor import Actor, JobContext, JobFailed
 from gateway.config import Config
 from gateway.errors import InvalidJob
+from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import eventually, job
+from tests.helpers import by_hand, eventually, job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -270,3 +272,76 @@ async def test_a_legacy_field_of_thousands_of_names_costs_two_lrems(
     assert (await sup.output("J", wait=20))["status"] == "finished"
     after = (await rds.info("commandstats"))["cmdstat_lrem"]["calls"]
     assert after - before <= 3  # the legacy copy, and the held entry at the report
+
+
+async def test_odd_attempts_break_no_dead_letter_listing(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """An attempt a producer rewrote (1.5, 7.5) reached the dead letters as
+    written: int('1.5') in the stream's listing, 7.5 in the list's, failed
+    queue.dlq.list for every caller."""
+    await rds.xadd(keys.dlq_stream("osis"), {"job_id": "odd", "reason": "r", "last_error": "e",
+                                             "dlq_ts": "1e3", "attempt": "1.5"})  # fmt: skip
+    actor = Actor(config, instance="dlq")
+
+    @actor.handler("osis")
+    async def run(ctx: JobContext) -> str:
+        await rds.hset(keys.job(ctx.job.job_id), "attempt", "7.5")
+        raise JobFailed("no")
+
+    actors(actor)
+    done = await sup.run(job("x", script_type="osis", job_id="L", retries=1), wait=20)
+    assert done["status"] == "dlq"
+    listed = {e["job_id"]: e["attempt"] for e in await sup.dlq_list("osis")}
+    assert listed == {"odd": 0, "L": 7}
+
+
+async def test_a_script_type_no_supervisor_accepts_counts_as_other(
+    sup: Supervisor, redis_url: str
+) -> None:
+    """A script type a job hash named (bytes that are not UTF-8, here) was a
+    label of its own: /metrics failed for good (UnicodeEncodeError)."""
+    raw = aioredis.Redis.from_url(redis_url)  # writes bytes, as a producer may
+    try:
+        await raw.hincrby(keys.TRANSITIONS, b"started:\xff\xfe<b>", 2)
+        await raw.hincrby(keys.TRANSITIONS, b"started:nobody-accepts-this", 1)
+    finally:
+        await raw.aclose()
+    counts = await sup.transition_counts()
+    assert counts[("started", "other")] == 3
+    text = await Metrics(sup).render()
+    assert b'script_type="other"' in text
+
+
+async def test_a_backlog_past_one_pass_hides_no_job_from_expiry(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """The expiry pass looked at the 500 oldest jobs of each status only: 600
+    jobs waiting in a queue nobody serves (a backlog, or parked there on
+    purpose) hid a later one that an outside actor ended in the hash, for
+    good. The pass goes on from where it stopped."""
+    await by_hand(sup, rds)
+    await sup.submit_many([job("w", script_type="osis", group="nobody") for _ in range(600)])
+    await sup.create(job("v", script_type="osis", job_id="V"))
+    await sup.start("V")
+    await rds.hset(keys.job("V"), "status", "finished")  # an outside actor ended it
+    for _ in range(2):
+        await sup.maintenance.tick()
+    assert await rds.zscore(keys.index_status("finished"), "V") is not None
+
+
+async def test_ticks_a_third_of_the_presence_ttl_apart_see_no_outage(
+    config: Config, rds: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With HERO_PRESENCE_TTL=3 and the default 1 s between ticks, every tick
+    took the last one's stamp for an outage and gave every actor a full TTL
+    again: no dead actor was ever reaped."""
+    sup = await Supervisor.connect(replace(config, presence_ttl=3, maintenance_interval=1.0))
+    try:
+        await by_hand(sup, rds)
+        await sup.maintenance.tick()
+        await asyncio.sleep(1.1)
+        await sup.maintenance.tick()
+        assert "redis was out of reach" not in caplog.text
+    finally:
+        await sup.close()

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gateway.model.job import stored_int
+
 #: Each half of a stream id is an unsigned 64-bit number in Redis.
 _U64 = 2**64 - 1
 
@@ -112,8 +114,8 @@ class Event:
             instance=raw.get("instance") or None,
             actor=raw.get("actor") or None,
             caller_id=raw.get("caller_id") or None,
-            attempt=max(_int(raw.get("attempt"), 0), 0),
-            ts=_int(raw.get("ts"), max(at.ms, 0)),
+            attempt=max(stored_int(raw.get("attempt"), 0), 0),
+            ts=stored_int(raw.get("ts"), max(at.ms, 0)),
             error=raw.get("error") or None,
             output=raw.get("output"),
             sandbox=raw.get("sandbox") or None,
@@ -165,10 +167,3 @@ def _float(text: str) -> float:
     except ValueError:
         return 0.0
     return value if math.isfinite(value) else 0.0
-
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text else default
-    except ValueError:
-        return default

@@ -47,6 +47,17 @@ def from_stored(raw: bytes) -> str:
     return raw.decode("utf-8", TEXT_ERRORS)
 
 
+def stored_int(text: object, default: int, low: int | None = None) -> int:
+    """A whole number as a hash or stream field holds it (at least ``low``),
+    else ``default``: those fields are anyone's to write (an outside
+    producer's), and one value that raised failed a whole listing or cycle."""
+    try:
+        value = int(text)  # type: ignore[call-overload]  # anything: what is no number falls back
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return default if low is not None and value < low else value
+
+
 def as_hex(text: str) -> str:
     """``text``'s stored bytes in hex: plain ASCII whatever it holds, for an
     id that is not an identifier where only safe text may go (a log file's

@@ -19,7 +19,7 @@ from typing import Any, Generic, NewType, TypeVar, cast
 import orjson
 
 from gateway.config import Config
-from gateway.model.job import JobSpec, compact_json
+from gateway.model.job import JobSpec, compact_json, stored_int
 
 #: A Function's reply as Redis sent it; only this module's decoders look inside.
 Reply = NewType("Reply", object)
@@ -229,25 +229,16 @@ class Claimed:
             job_id=job_id,
             script=script or "",
             script_type=script_type,
-            timeout=_whole(timeout, 300, low=1),
+            timeout=stored_int(timeout, 300, low=1),
             env_vars=_environment(env) if env and env != "{}" else {},  # most jobs: none
             caller_id=caller or "",
             context_id=context or "",
-            attempt=_whole(attempt, 1, low=1),
-            retries=_whole(retries, 0, low=0),
+            attempt=stored_int(attempt, 1, low=1),
+            retries=stored_int(retries, 0, low=0),
             group=group or "",
             instance=instance or "",
             entry=entry or "",
         )
-
-
-def _whole(text: Any, default: int, low: int) -> int:
-    """A whole number of at least ``low`` written as text, else ``default``."""
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        return default
-    return value if value >= low else default
 
 
 def _environment(text: str) -> dict[str, str]:
@@ -352,9 +343,10 @@ def lead(holder: str, ttl_ms: int) -> Call[bool]:
     return Call("hero_lead", (holder, ttl_ms), _bool)
 
 
-def watch(ttl_ms: int) -> Call[int]:
-    """The ms Redis was out of reach (0: it was not)."""
-    return Call("hero_watch", (ttl_ms,), _int)
+def watch(ttl_ms: int, gap_ms: int) -> Call[int]:
+    """The ms Redis was out of reach (0: it was not): more than ``gap_ms``
+    since the last tick's stamp."""
+    return Call("hero_watch", (ttl_ms, gap_ms), _int)
 
 
 def reap(lease: str, held: str, max_deaths: int, ttl_ms: int) -> Call[int]:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.model.job import stored_int
 from gateway.supervisor import keys, replies
 from gateway.supervisor.connection import Commands
 
@@ -38,6 +39,6 @@ def _stream_entry(script_type: str, entry: str, fields: dict[str, str]) -> dict[
         "script_type": script_type,
         "reason": fields.get("reason", ""),
         "error": fields.get("last_error") or None,
-        "attempt": int(fields.get("attempt") or 0),
-        "ts": int(fields.get("dlq_ts") or 0),
+        "attempt": stored_int(fields.get("attempt"), 0, low=0),
+        "ts": stored_int(fields.get("dlq_ts"), 0, low=0),
     }

@@ -223,6 +223,10 @@ LEADER = f"{PREFIX}:meta:leader"
 #: outage, which the dead-actor detector does not count against actors.
 WATCH = f"{PREFIX}:meta:watch"
 
+#: Where the expiry pass (hero_expire) goes on in each status index: a rank
+#: per status, so more jobs in one status than a pass looks at starve none.
+EXPIRE_CURSOR = f"{PREFIX}:meta:expire"
+
 
 #: Ids popped from a work queue whose job hash (or its script) was not there
 #: yet: JSON {id, queue} scored by the time (ms) their grace ends (an outside

@@ -62,6 +62,7 @@ def source() -> str:
         "ACTORS": keys.ACTORS,
         "LEADER": keys.LEADER,
         "WATCH": keys.WATCH,
+        "EXPIRE_CURSOR": keys.EXPIRE_CURSOR,
         "EXPIRING": keys.EXPIRING,
     }
     for name, value in placeholders.items():

@@ -96,7 +96,11 @@ class Maintenance:
         """One pass; returns what it did (for logs and tests)."""
         done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0, "consumers": 0}
         ttl_ms = self._config.presence_ttl * 1000
-        lost = await self._call(functions.watch(ttl_ms))
+        # an outage: no tick for a third of the TTL, or for two intervals when
+        # ticks are that far apart (HERO_PRESENCE_TTL=3 with 1 s ticks saw an
+        # outage at every tick, and no dead actor was ever reaped)
+        gap_ms = max(ttl_ms // 3, int(self._interval * 2000))
+        lost = await self._call(functions.watch(ttl_ms, gap_ms))
         if lost:
             log.warning("redis was out of reach: every actor gets a full presence TTL again",
                         extra={"lost_ms": lost})  # fmt: skip

@@ -375,11 +375,15 @@ class Supervisor:
 
     @guarded
     async def transition_counts(self) -> dict[tuple[str, str], int]:
-        """The deployment's job transitions per (status, script type), as emitted."""
+        """The deployment's job transitions per (status, script type), as emitted.
+        A type the supervisor does not accept counts as ``other``: a job hash
+        (anyone's to write) may name any text, which made /metrics fail for
+        good, or one series per name."""
         counts: dict[tuple[str, str], int] = {}
         for field, n in pairs(await self.wire.execute_command("HGETALL", keys.TRANSITIONS)).items():
-            status, _, script_type = field.partition(":")
-            counts[status, script_type] = int(n)
+            status, _, named = field.partition(":")
+            key = (status, named if named in self.config.script_types else "other")
+            counts[key] = counts.get(key, 0) + int(n)
         return counts
 
     @guarded

@@ -46,6 +46,7 @@ local DLQ = '{{DLQ}}'
 local ACTORS = '{{ACTORS}}'
 local LEADER = '{{LEADER}}'
 local WATCH = '{{WATCH}}'
+local EXPIRE_CURSOR = '{{EXPIRE_CURSOR}}'
 local EXPIRING = '{{EXPIRING}}'
 local DLQ_STREAM = '{{DLQ_STREAM}}'
 local GROUP = '{{STREAM_GROUP}}'
@@ -742,11 +743,21 @@ local function record_outside(ctx, id, st)
   return true
 end
 
+-- The attempts a job hash says were made: a whole number, at least one (an
+-- actor we did not write never counts them). The field is anyone's to
+-- write: 1.5 or 1e300 written back (and into a dead letter) failed every
+-- listing of the dead letters.
+local function attempts_of(text)
+  local n = tonumber(text)
+  if not n or n ~= n or n < 1 or n > 2147483647 then return 1 end
+  return floor(n)
+end
+
 -- The job ends for good as `final`: a dead letter (with `reason`) when
 -- final is 'dlq'; its reply is pushed and its dependents are told.
 local function give_up(ctx, id, old, final, err, fields, reason)
   local f = redis.call('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
-  local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
+  local attempt = attempts_of(f[1])
   for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
   push_reply(ctx, id, final, '', err)
   local event_id = set_status(ctx, id, old, final, fields, err)
@@ -778,7 +789,7 @@ local function fail_attempt(ctx, id, old, status, err, extra)
   local jk = JOB .. id
   local f = redis.call('HMGET', jk, 'attempt', 'retries')
   -- an actor we did not write never counts attempts: a failure is at least one
-  local attempt = math.max(tonumber(f[1] or '0') or 0, 1)
+  local attempt = attempts_of(f[1])
   local retries = tonumber(f[2] or '0') or 0
   local fields = extra or {}
   table.insert(fields, 'attempt'); table.insert(fields, tostring(attempt))
@@ -797,7 +808,7 @@ local function actor_died(ctx, id, err, max_deaths)
   if deaths >= max_deaths then
     return give_up(ctx, id, 'started', 'dlq', err, {}, 'poison')
   end
-  local attempt = math.max(tonumber(redis.call('HGET', jk, 'attempt') or '1') or 1, 1)
+  local attempt = attempts_of(redis.call('HGET', jk, 'attempt'))
   return retry_later(ctx, id, 'started', err, {'attempt', tostring(attempt - 1)}, deaths)
 end
 
@@ -1535,17 +1546,18 @@ end
 
 -- The clock of the dead-actor detector: a presence deadline (the score in
 -- ACTORS) counts only time in which Redis was reachable. The leader stamps
--- WATCH on every tick; a stamp older than a third of the presence TTL
--- means nobody reached Redis meanwhile (it was down or paused, or no
--- gateway led), so every actor's presence may have lapsed through no fault
--- of its own: each gets a full TTL from now to show itself again.
--- ARGV: head, presence TTL ms. Returns the time lost (0: none).
+-- WATCH on every tick; a stamp older than `gap` (a third of the presence
+-- TTL, or two ticks) means nobody reached Redis meanwhile (it was down or
+-- paused, or no gateway led), so every actor's presence may have lapsed
+-- through no fault of its own: each gets a full TTL from now to show itself.
+-- ARGV: head, presence TTL ms, gap ms. Returns the time lost (0: none).
 local function hero_watch(_, args)
   local ctx = context(args)
   local ttl = tonumber(args[H + 1])
+  local gap = tonumber(args[H + 2]) or ttl / 3
   local last = tonumber(redis.call('GET', WATCH) or '')
   redis.call('SET', WATCH, ctx.ms)
-  if not last or ctx.ms - last <= ttl / 3 then return 0 end
+  if not last or ctx.ms - last <= gap then return 0 end
   local rows = redis.call('ZRANGE', ACTORS, 0, -1, 'WITHSCORES')
   for i = 1, #rows, 2 do
     if tonumber(rows[i + 1]) < ctx.ms + ttl then redis.call('ZADD', ACTORS, ctx.ms + ttl, rows[i]) end
@@ -1606,7 +1618,12 @@ local function hero_expire(_, args)
   local n = 0
   for _, idx in ipairs({'started', 'dispatched'}) do
     flush(ctx)
-    local rows = redis.call('ZRANGE', IDX_STATUS .. idx, 0, limit - 1, 'WITHSCORES')
+    -- from where the last pass stopped, back to the start at the end: more
+    -- than `limit` jobs in one status (a backlog, or jobs parked there on
+    -- purpose) used to hide every later one from this pass for good
+    local from = tonumber(redis.call('HGET', EXPIRE_CURSOR, idx)) or 0
+    local rows = redis.call('ZRANGE', IDX_STATUS .. idx, from, from + limit - 1, 'WITHSCORES')
+    redis.call('HSET', EXPIRE_CURSOR, idx, #rows < 2 * limit and 0 or from + limit)
     for i = 1, #rows, 2 do  -- a job whose key Redis refuses stops no other (`alone`)
       local id, since = rows[i], tonumber(rows[i + 1])
       n = n + (alone(ctx, nil, id, expire_one, idx, id, since, grace) or 0)
