@@ -345,3 +345,43 @@ async def test_ticks_a_third_of_the_presence_ttl_apart_see_no_outage(
         assert "redis was out of reach" not in caplog.text
     finally:
         await sup.close()
+
+
+async def test_a_dependents_walk_reads_each_dependent_once_and_little(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """One waiting dependent with a 1 MiB prerequisites list, named 300 times
+    in an ended job's dependents, had the walk decode 300 MiB: 8 s of Redis,
+    unkillable, and hours for a full list. It is looked at once, and a list
+    longer than any job may have is not read."""
+    await by_hand(sup, rds)  # no maintenance commands in the counts below
+    await sup.create(job("p", job_id="P"))
+    await sup.create(job("e", job_id="E", prerequisites=["P"]))
+    assert (await sup.start("E"))["status"] == "waiting"
+    long = json.dumps(["P", *(f"p{n:06d}" for n in range(120000))])
+    await rds.hset(keys.job("D"), mapping={"status": "waiting", "prerequisites": long})
+    await rds.hset(keys.job("P"), "dependents", json.dumps(["D"] * 300 + ["E"]))
+    await rds.config_resetstat()
+    assert (await sup.stop("P"))["status"] == "stopped"
+    stats = await rds.info("commandstats")
+    reads = sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("hget", "hmget"))
+    assert reads < 30  # 308: a read of D per mention (and its list decoded each time)
+    assert (await sup.get("E"))["error"] == "prerequisite P ended stopped"
+    assert await rds.hget(keys.job("D"), "status") == "waiting"  # its list is not a job's
+
+
+async def test_a_queue_name_that_is_no_key_part_breaks_no_metrics(
+    sup: Supervisor, redis_url: str
+) -> None:
+    """A queue a job hash named with bytes that are not UTF-8 reached the
+    queues' record, then queue.stats rows and /metrics labels: /metrics
+    failed for good (UnicodeEncodeError)."""
+    raw = aioredis.Redis.from_url(redis_url)
+    try:
+        await raw.sadd(keys.QUEUES, keys.work_queue("osis").encode() + b"\xff\xfe")
+    finally:
+        await raw.aclose()
+    await sup.create(job("x", script_type="osis", job_id="J"))
+    await sup.start("J")
+    assert [r["queue"] for r in await sup.queue_stats()] == [keys.work_queue("osis")]
+    assert b"hero_queue_depth" in await Metrics(sup).render()

@@ -89,7 +89,7 @@ ACTOR_COMMANDS = (
     # stream mode: the consumer's own deliveries
     "xreadgroup", "xack", "xdel",
     # inside the Functions above
-    "time", "exists", "hget", "hset", "hincrby", "expire", "append", "getrange",
+    "time", "exists", "hget", "hstrlen", "hset", "hincrby", "expire", "append", "getrange",
     "lpush", "lmove", "llen", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip

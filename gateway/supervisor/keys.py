@@ -12,9 +12,13 @@ no client can inject ``:`` or glob characters into a key name.
 
 from __future__ import annotations
 
+import re
+
 from gateway.model.job import DEFAULT_PRIORITY as DEFAULT_PRIORITY  # stats.py reads it here too
 from gateway.model.job import IDENT_PATTERN as IDENT_PATTERN  # what may go into a key
 from gateway.model.job import JobSpec
+
+_IDENT = re.compile(IDENT_PATTERN)
 
 PREFIX = "hero"
 
@@ -76,7 +80,7 @@ def parse_work_stream(key: str) -> str | None:
     """The script type of a work stream key, or None when it is not one."""
     head = f"{PREFIX}:q:stream:type:"
     rest = key[len(head) :] if key.startswith(head) else ""
-    return rest if rest and ":" not in rest else None
+    return rest if _IDENT.fullmatch(rest) else None
 
 
 #: The consumer group every actor of a stream-mode type reads through.
@@ -95,6 +99,8 @@ def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
         "instance": None,
         "priority": DEFAULT_PRIORITY,
     }
+    if not _IDENT.fullmatch(parts[0]):  # anyone may name a queue: text that is no key part
+        return None
     names = {"group": "group", "inst": "instance", "prio": "priority"}
     for name, value in zip(parts[1::2], parts[2::2], strict=False):
         if name not in names:
@@ -103,8 +109,10 @@ def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
             if value not in ("0", "1", "2"):
                 return None
             found["priority"] = int(value)
-        else:
+        elif _IDENT.fullmatch(value):
             found[names[name]] = value
+        else:
+            return None
     return found
 
 

@@ -682,29 +682,44 @@ end
 -- A job ended: its waiting dependents fail with it, or start once all their
 -- prerequisites finished. A dependent counts only while its own
 -- prerequisites name the ended job: a `dependents` list can outlive its
--- jobs (a later job may reuse an id), and anyone may write one.
+-- jobs (a later job may reuse an id), and anyone may write one. Each
+-- dependent is looked at once per walk, its prerequisites only while it
+-- waits and only up to what a job may have (MAX_PREREQS_BYTES), and the
+-- walk decodes at most WALK_BYTES in all: a list of 200 copies of one
+-- dependent with a 1 MiB list of prerequisites held Redis for 5 s, and
+-- grows to hours.
+local MAX_PREREQS_BYTES = 16384  -- 100 ids of 128 characters, the contract's most
+local WALK_BYTES = 4194304
+
 local function on_terminal(ctx, id, status, dependents)
   if dependents == '[]' or dependents == '' then return end  -- the usual job
   local work = { {id, status, dependents} }
+  local visited, budget = {}, WALK_BYTES
   while #work > 0 do
     local item = table.remove(work)
     for _, dep in ipairs(id_list(item[3] or redis.call('HGET', JOB .. item[1], 'dependents'))) do
-      local f = redis.pcall('HMGET', JOB .. dep, 'status', 'prerequisites')
-      if f.err then f = NONE end  -- a key of another type is no job
-      local prereqs = id_list(f[2])
-      local named = false
-      for _, p in ipairs(prereqs) do
-        if p == item[1] then named = true end
-      end
-      if f[1] == 'waiting' and named then
-        if FAILED[item[2]] then
+      local jk = JOB .. dep
+      local waiting = not visited[dep] and redis.pcall('HGET', jk, 'status') == 'waiting'
+      visited[dep] = true
+      local size = waiting and redis.call('HSTRLEN', jk, 'prerequisites') or 0
+      if waiting and size <= MAX_PREREQS_BYTES and size <= budget then
+        budget = budget - size
+        local prereqs = id_list(redis.call('HGET', jk, 'prerequisites'))
+        local named = false
+        for _, p in ipairs(prereqs) do
+          if p == item[1] then named = true end
+        end
+        if named and FAILED[item[2]] then
           local msg = 'prerequisite ' .. item[1] .. ' ended ' .. item[2]
           set_status(ctx, dep, 'waiting', 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
           table.insert(work, {dep, 'error'})
-        else
+        elseif named then
           local ready = true
           for _, p in ipairs(prereqs) do
-            if redis.pcall('HGET', JOB .. p, 'status') ~= 'finished' then ready = false end
+            if redis.pcall('HGET', JOB .. p, 'status') ~= 'finished' then
+              ready = false
+              break
+            end
           end
           if ready then dispatch(ctx, dep, 'waiting') end
         end
