@@ -385,3 +385,37 @@ async def test_a_queue_name_that_is_no_key_part_breaks_no_metrics(
     await sup.start("J")
     assert [r["queue"] for r in await sup.queue_stats()] == [keys.work_queue("osis")]
     assert b"hero_queue_depth" in await Metrics(sup).render()
+
+
+async def test_an_outside_jobs_sizes_are_bounded_where_we_copy_them(
+    sup: Supervisor, rds: aioredis.Redis, config: Config, actors: Any
+) -> None:
+    """An outside job's env_vars of 100 MB was decoded inside the claim (9 s
+    of Redis, unkillable); its 20 MB group, instance and caller id were
+    copied into every event and key; a 5 MB id made a listing page whose
+    cursor could not be sent back."""
+    actors(echo_actor(config))
+    big_env = json.dumps({f"k{n}": "v" for n in range(20000)})  # ~200 KB: past 64 KiB
+    junk = "g" * 5000
+    await rds.hset(keys.job("big-env"), mapping={"script": "a", "env_vars": big_env})
+    await rds.hset(keys.job("names"), mapping={"script": "b", "group": junk, "instance": junk,
+                                                "caller_id": junk})  # fmt: skip
+    long_id = "x" * 5000
+    for job_id in ("big-env", "names", long_id):
+        await rds.lpush(keys.work_queue("osis"), job_id)
+
+    async def ended() -> bool:
+        return {await rds.hget(keys.job(j), "status") for j in ("big-env", "names")} <= {
+            "error", "finished"}  # fmt: skip
+
+    await eventually(ended)
+    refused = await sup.get("big-env")
+    assert refused["status"] == "error" and refused["error"] == "env_vars is larger than 64 KiB"
+    assert (await sup.get("names"))["output"] == "b"
+    stored = await rds.hmget(keys.job("names"), ["group", "instance"])
+    assert stored == ["", ""]  # the queue's (none), not the hash's
+    assert await rds.zcard(keys.index_caller(junk)) == 0
+    for _, fields in await rds.xrange(keys.EVENTS):
+        assert all(len(v) <= 512 for k, v in fields.items() if k != "output"), fields
+    assert not await rds.exists(keys.job(long_id))
+    assert await rds.zscore(keys.INDEX_ALL, long_id) is None

@@ -316,6 +316,15 @@ local OUTPUT_IN_EVENT = 4096
 -- Each transition is also counted in TRANSITIONS per status and script type
 -- (one HINCRBY per distinct pair at `flush`): the metrics read that hash
 -- rather than every gateway reading every event (docs/performance.md).
+-- A job hash's field as an event carries it: anyone may write a hash, and
+-- 20 MB names copied into every event grew the stream by hundreds of MB.
+-- Ours are identifiers (at most 128 bytes; an actor's name two of them).
+local EVENT_FIELD_BYTES = 512
+local function short(value)
+  if not value then return '' end
+  return #value > EVENT_FIELD_BYTES and string.sub(value, 1, EVENT_FIELD_BYTES) or value
+end
+
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
   local field = status .. ':' .. (f[1] or '')
@@ -338,8 +347,8 @@ local function emit(ctx, id, status, err, event, output)
   end
   local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
     'job_id', id, 'event', event or status, 'status', status,
-    'script_type', f[1] or '', 'group', f[2] or '', 'instance', f[3] or '',
-    'actor', f[4] or '', 'caller_id', f[5] or '', 'attempt', f[6] or '0',
+    'script_type', short(f[1]), 'group', short(f[2]), 'instance', short(f[3]),
+    'actor', short(f[4]), 'caller_id', short(f[5]), 'attempt', short(f[6] or '0'),
     'ts', ctx.ts, 'error', err or '', unpack(result))
   if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id
     redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
@@ -1082,8 +1091,9 @@ end
 
 -- `text` when it is JSON of the wanted kind ('object': of strings; 'array': of
 -- strings), `empty` when absent, nil when malformed.
-local function json_of(text, kind, empty)
+local function json_of(text, kind, empty, limit)
   if not text or text == '' then return empty end
+  if #text > limit then return nil end  -- decoding 100 MB held Redis for 9 s
   local ok, v = pcall(cjson.decode, text)
   if not ok or type(v) ~= 'table' then return nil end
   for k, item in pairs(v) do
@@ -1095,6 +1105,14 @@ end
 local function some(value, default)
   return (value and value ~= '') and value or default
 end
+
+-- Whether `value` may go into a key or an event as a name (as IDENT_PATTERN).
+local function ident(value)
+  return type(value) == 'string' and #value <= 128 and string.find(value, '^%w[%w_.%-]*$') ~= nil
+end
+
+-- The most bytes of env_vars an adopted job may carry.
+local MAX_ENV_BYTES = 65536
 
 local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 'timeout',
   'retries', 'created_at', 'env_vars', 'prerequisites', 'concurrent', 'caller_id'}
@@ -1121,22 +1139,25 @@ local function adopt(ctx, id, q)
   local from = queue_parts(q)
   local script_type = some(from.script_type, f[2] or '')
   redis.call('HDEL', jk, unpack(OURS_ONLY))
-  local env = json_of(f[9], 'object', '{}')
+  local env = json_of(f[9], 'object', '{}', MAX_ENV_BYTES)
   local created = f[8]
   if not (created and string.find(created, '^%d%d%d%d%-%d%d%-%d%dT')) then created = ctx.iso end
   redis.call('HSET', jk, 'id', id, 'queue', q, 'attempt', '0', 'script_type', script_type,
-    'group', some(f[3], from.group), 'instance', some(f[4], from.inst),
+    'group', ident(f[3]) and f[3] or from.group, 'instance', ident(f[4]) and f[4] or from.inst,
     'priority', whole(f[5], from.prio, 0, 2), 'timeout', whole(f[6], '300', 1, 2 ^ 31),
     'retries', whole(f[7], '0', 0, 1000), 'created_at', created, 'env_vars', env or '{}',
-    'prerequisites', json_of(f[10], 'array', '[]') or '[]', 'dependents', '[]',
+    'prerequisites', json_of(f[10], 'array', '[]', MAX_PREREQS_BYTES) or '[]',
+    'dependents', '[]',
     'concurrent', f[11] == 'true' and 'true' or 'false')
   redis.call('ZADD', IDX_ALL, ctx.ms, id)
   redis.call('ZADD', IDX_TYPE .. script_type, ctx.ms, id)
-  if some(f[12]) then redis.call('ZADD', IDX_CALLER .. f[12], ctx.ms, id) end
+  -- a caller id that is no identifier is no caller's (only admins see the job)
+  if ident(f[12]) then redis.call('ZADD', IDX_CALLER .. f[12], ctx.ms, id) end
   redis.call('SADD', QUEUES, q)
   ctx.seen[id] = nil
   set_status(ctx, id, nil, 'created')
   if not f[1] then return 'the job hash has no script' end
+  if not env and #f[9] > MAX_ENV_BYTES then return 'env_vars is larger than 64 KiB' end
   if not env then return 'env_vars is not a JSON object of strings' end
   return nil
 end
@@ -1146,10 +1167,20 @@ local function reject(ctx, id, reason)
   fail_now(ctx, id, 'created', reason)
 end
 
+-- The longest job id a claim takes: the contract's are at most 128
+-- characters; a 5 MB id pushed by anyone made a listing page of 15 MB whose
+-- cursor could not be sent back.
+local MAX_ID_BYTES = 1024
+
 -- An id popped from `q` into `held`: the row to run it from, or nil. An
 -- outside id whose hash (or script) is not there yet is parked for
 -- `grace_ms`, since its producer may LPUSH before it HSETs.
 local function claim_one(ctx, held, who, q, id, grace_ms)
+  if #id > MAX_ID_BYTES then  -- no job: it would name a hash, a reply, events and listings
+    redis.log(redis.LOG_WARNING, 'hero-gateway: an id of ' .. #id .. ' bytes dropped from ' .. q)
+    redis.call('LREM', held, 1, id)
+    return nil
+  end
   if redis.call('ZSCORE', IDX_ALL, id) then
     local rec = redis.call('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
     local st = table.remove(rec, 1)
