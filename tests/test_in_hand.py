@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.model.library import Claimed, Outcome
-from gateway.supervisor.in_hand import InHand, passed_over
+from gateway.supervisor.in_hand import InHand
 
 
 def claimed(job_id: str, attempt: int, entry: str = "") -> Claimed:
@@ -32,18 +32,19 @@ def test_a_report_naming_no_attempt_settles_its_job() -> None:
 
 
 def test_only_the_attempt_in_hand_is_passed_over() -> None:
-    assert passed_over(claimed("x", 2), {("x", 2)})
-    assert not passed_over(claimed("x", 2), {("x", 1)})
-    assert passed_over(claimed("x", 2), {("x", 0)})  # a report naming no attempt
-    assert not passed_over(claimed("x", 2), {("y", 2)})
+    hand = InHand()
+    hand.take([claimed("x", 1)])
+    assert hand.has(claimed("x", 1)) and "x" in hand
+    assert not hand.has(claimed("x", 2))  # a later attempt, claimed in a lost reply
+    assert not hand.has(claimed("y", 1)) and "y" not in hand
 
 
 def test_only_a_report_sent_again_names_its_attempt() -> None:
     hand = InHand()
     hand.take([claimed("x", 2)])
     first = [Outcome("x", "finished", attempt=2)]
-    assert [o.attempt for o in hand.as_sent(first)] == [0]
+    assert hand.checked(first) == [0]
     hand.unsure(first)  # its cycle's reply never came
-    assert [o.attempt for o in hand.as_sent(first)] == [2]
+    assert hand.checked(first) == [2]
     hand.settle(first)
-    assert [o.attempt for o in hand.as_sent(first)] == [0]
+    assert hand.checked(first) == [0]

@@ -227,7 +227,7 @@ async def test_a_held_job_whose_key_was_replaced_stops_no_restart(
     await rds.lpush(held, "bad")
     link = ActorLink(config, "python", "default", "i1")
     try:
-        assert await link.adopt(in_hand=set()) == []
+        assert await link.adopt() == []
         assert await rds.llen(held) == 0
     finally:
         await link.close()

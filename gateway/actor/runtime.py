@@ -39,7 +39,6 @@ from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
 from gateway.supervisor.connection import UNAVAILABLE, user_of
-from gateway.supervisor.in_hand import Attempt
 from gateway.supervisor.retention import JobLookup
 from gateway.supervisor.worker import ActorLink
 
@@ -155,7 +154,7 @@ class Actor:
                 with contextlib.suppress(*UNAVAILABLE, ResponseError):
                     await link.withdraw()
                     jobs.launch(link.handed())  # handed over just before we withdrew
-                    jobs.launch(await link.adopt(jobs.in_hand([])))
+                    jobs.launch(await link.adopt())
                 if not jobs.running:
                     return
                 continue
@@ -167,7 +166,7 @@ class Actor:
                 try:
                     if link.adopt_due:  # held jobs of an earlier process with this name
                         # (or of a lost cycle); those ended and not reported are in hand too
-                        jobs.launch(await link.adopt(jobs.in_hand(outcomes)))
+                        jobs.launch(await link.adopt())
                         want = min(want, max(self.concurrency - len(jobs.running), 0))
                     claimed = await link.cycle(outcomes, want, accept_handoff=not is_stopping)
                 except (*UNAVAILABLE, ResponseError) as exc:
@@ -322,7 +321,6 @@ class _InFlight:
 
     def __init__(self) -> None:
         self.running: dict[str, asyncio.Task[Outcome]] = {}
-        self._attempts: dict[str, int] = {}  # of the running jobs
         self.done: list[Outcome] = []
         self.ended = asyncio.Event()  # a job ended since the last cycle took ``done``
         #: Set once the link is open: runs one job; called when one ended.
@@ -334,12 +332,7 @@ class _InFlight:
         for job in jobs:
             task = asyncio.create_task(self.start(job))
             self.running[job.job_id] = task
-            self._attempts[job.job_id] = job.attempt
             task.add_done_callback(functools.partial(self._finished, job))
-
-    def in_hand(self, outcomes: Sequence[Outcome]) -> set[Attempt]:
-        """The jobs running, and those of ``outcomes`` (ended, to report), by attempt."""
-        return {*self._attempts.items(), *((o.job_id, o.attempt) for o in outcomes)}
 
     def stop(self, job_id: str) -> None:
         """A stop request: cancel the job's task (its outcome is ``stopped``)."""
@@ -350,7 +343,6 @@ class _InFlight:
 
     def _finished(self, job: Claimed, task: asyncio.Task[Outcome]) -> None:
         self.running.pop(job.job_id, None)
-        self._attempts.pop(job.job_id, None)
         if task.cancelled():  # stopped before it even began
             self.done.append(Outcome(job.job_id, "stopped", "", "stopped", attempt=job.attempt))
         else:

@@ -300,13 +300,15 @@ def cycle(
     *,
     want: int,
     outcomes: Sequence[Outcome],
+    attempts: Sequence[int],
     entries: Mapping[str, str],
     reclaim_idle_ms: int,
     offer: bool,
     holding: int,
     outside_grace_ms: int,
 ) -> Call[CycleReply]:
-    """Report ``outcomes`` (each with its stream ``entries``) and claim up to
+    """Report ``outcomes`` (each with its stream ``entries`` and the attempt
+    Redis checks it against, 0: none, in ``attempts``) and claim up to
     ``want`` jobs. ``offer``: the slots left free are offered for handoffs on
     ``actor.handoff``. ``holding``: how many jobs the actor has in hand apart
     from ``outcomes``, so jobs handed to it and not yet received count
@@ -316,7 +318,7 @@ def cycle(
                        "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip
     for o in outcomes:
         args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
-    args += [o.attempt for o in outcomes]  # after the rest: a library without them reads as before
+    args += attempts  # after the rest: a library without them reads as before
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
 
 

@@ -11,19 +11,12 @@ on their way (its ``holding``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
 
 from gateway.model.library import Claimed, Outcome
 
-#: A job in hand: its id and the attempt being run (0: not known).
+#: A report of a job: its id and the attempt it ran.
 Attempt = tuple[str, int]
-
-
-def passed_over(job: Claimed, in_hand: Collection[Attempt]) -> bool:
-    """Whether a held ``job`` is one the caller has in hand already (running,
-    or ended and awaiting its report), so adopting it would run it twice."""
-    return (job.job_id, job.attempt) in in_hand or (job.job_id, 0) in in_hand
 
 
 class InHand:
@@ -41,6 +34,14 @@ class InHand:
     def __len__(self) -> int:
         return len(self._attempts)
 
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._attempts
+
+    def has(self, job: Claimed) -> bool:
+        """Whether ``job``'s attempt is in hand (running, or ended and its
+        report not recorded yet), so adopting it would run it twice."""
+        return self._attempts.get(job.job_id) == job.attempt
+
     def take(self, jobs: Iterable[Claimed]) -> None:
         for job in jobs:
             self._attempts[job.job_id] = job.attempt
@@ -52,14 +53,16 @@ class InHand:
         gone = {o.job_id for o in outcomes if o.job_id in self._attempts and self._reports(o)}
         return len(self._attempts) - len(gone)
 
-    def as_sent(self, outcomes: Sequence[Outcome]) -> list[Outcome]:
-        """``outcomes`` as a cycle sends them. One sent again names its
-        attempt, so Redis passes it over when it recorded it already and
-        runs a later attempt of the job now. A first report names none: the
-        job hash's attempt is anyone's to write, and a report passed over
-        for it left its job in the actor's held list, holding a slot for ever."""
-        return [o if (o.job_id, o.attempt) in self._unsure else replace(o, attempt=0)
-                for o in outcomes]  # fmt: skip
+    def checked(self, outcomes: Sequence[Outcome]) -> list[int]:
+        """The attempt Redis checks each of ``outcomes`` against (0: none).
+        One sent again names its attempt, so Redis passes it over when it
+        recorded it already and runs a later attempt of the job now. A first
+        report names none: the job hash's attempt is anyone's to write, and a
+        report passed over for it left its job in the actor's held list,
+        holding a slot for ever."""
+        if not self._unsure:  # the usual cycle
+            return [0] * len(outcomes)
+        return [o.attempt if (o.job_id, o.attempt) in self._unsure else 0 for o in outcomes]
 
     def unsure(self, outcomes: Iterable[Outcome]) -> None:
         """A cycle sending ``outcomes`` got no reply: they go again, as sent again."""

@@ -41,13 +41,13 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
-from gateway.supervisor.in_hand import Attempt, InHand, passed_over
+from gateway.supervisor.in_hand import InHand
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -186,9 +186,9 @@ class ActorLink:
         # only while subscribed: a handoff published before that would be lost
         offer = accept_handoff and self._listening and not self.stream
         call = functions.cycle(
-            self._who, self._cycle_keys, want=want, outcomes=self._in_hand.as_sent(outcomes),
-            entries=self._in_hand.entries, reclaim_idle_ms=idle_ms, offer=offer,
-            holding=self._in_hand.holding(outcomes),
+            self._who, self._cycle_keys, want=want, outcomes=outcomes,
+            attempts=self._in_hand.checked(outcomes), entries=self._in_hand.entries,
+            reclaim_idle_ms=idle_ms, offer=offer, holding=self._in_hand.holding(outcomes),
             outside_grace_ms=int(self._config.outside_grace * 1000),
         )  # fmt: skip
         try:
@@ -229,13 +229,13 @@ class ActorLink:
             await self._wire.execute_command("HDEL", self._idle, self.name)
             self.offering = False
 
-    async def adopt(self, in_hand: Collection[Attempt]) -> list[Claimed]:
+    async def adopt(self) -> list[Claimed]:
         """Jobs this instance holds as started but is not running: a cycle whose
         reply was lost (Redis went away mid-call), or a previous process with the
         same instance name. They are run again (the finish stays exactly-once).
         In stream mode: the entries this consumer was delivered and has not acked.
-        ``in_hand``: the caller's running jobs and those ended and not reported
-        yet, by attempt (a held later attempt of one of them is adopted)."""
+        The jobs this link gave its caller and had no report of recorded yet
+        are passed over by attempt: a held later attempt of one is adopted."""
         self.adopt_due = False
         self._adopted = set()  # a late handoff message follows its adopt at once, if at all
         if self.stream:
@@ -246,17 +246,16 @@ class ActorLink:
             held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
         if not held:
             return []
-        known = {job_id for job_id, _ in in_hand}
         asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in held]
         rows = await connection.lenient(self._wire, asks)
         adopted, stale = [], []
         for job_id, row in zip(held, rows, strict=True):
             if row is not None and row[0] == "started" and row[1] == self.name:
                 job = Claimed.from_row([job_id, *row[2:]])
-                if not passed_over(job, in_hand):
+                if not self._in_hand.has(job):
                     adopted.append(job)
                     self._adopted.add(job_id)  # its handoff message may still come
-            elif job_id not in known:  # ended meanwhile (stopped, reaped, deleted),
+            elif job_id not in self._in_hand:  # ended meanwhile (stopped, reaped, deleted),
                 # or its key is no hash now (one in hand is its runner's to report)
                 stale.append(self._in_hand.entries.pop(job_id) if self.stream else job_id)
         if stale and self.stream:
