@@ -141,6 +141,16 @@ def sleeper(marker: str, seconds: int = 60) -> str:
     )
 
 
+async def until_offering(rds: aioredis.Redis, script_type: str = "osis") -> None:
+    """Until an idle actor of ``script_type`` offers slots, so the next start
+    is handed to it rather than queued."""
+
+    async def offering() -> bool:
+        return bool(await rds.hlen(keys.idle(script_type)))
+
+    await eventually(offering)
+
+
 async def by_hand(sup: Supervisor, rds: aioredis.Redis) -> None:
     """Maintenance only when the test ticks: ``sup``'s loop stopped, and the
     lead held for it, so no other gateway on this Redis (the session's shared

@@ -24,7 +24,7 @@ from gateway.config import Config
 from gateway.errors import InvalidJob
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor, keys
-from tests.helpers import by_hand, eventually, job
+from tests.helpers import by_hand, eventually, job, until_offering
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -139,10 +139,7 @@ async def test_a_legacy_copy_made_a_hash_stalls_no_actor(
     against its claims for ever: the actor ran nothing more until restarted."""
     actors(echo_actor(config))
 
-    async def offering() -> bool:
-        return bool(await rds.hlen(keys.idle("osis")))
-
-    await eventually(offering)
+    await until_offering(rds)
     legacy = keys.legacy_actor_queue("h")
     await rds.hset(legacy, "a", "b")
     await sup.create(job("first", script_type="osis", job_id="J"))

@@ -28,7 +28,7 @@ from gateway.pipeline.commands.common import redis_client
 from gateway.pipeline.store import read_events
 from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
-from tests.helpers import by_hand, eventually, job
+from tests.helpers import by_hand, eventually, job, until_offering
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,6 +47,22 @@ async def final(raw: aioredis.Redis, job_id: bytes, within: float = 20) -> dict[
     await eventually(ended, within=within)
     got: dict[bytes, bytes] = await raw.hgetall(b"hero:job:" + job_id)
     return got
+
+
+@contextlib.asynccontextmanager
+async def refusal_cleared(
+    actor: Actor, sup: Supervisor, rds: aioredis.Redis
+) -> AsyncIterator[asyncio.Task[None]]:
+    """``actor`` serving; at the end the key that made Redis refuse its
+    cycles (hero:q:orphans made a list) goes, and the actor and ``sup`` stop."""
+    serving = asyncio.create_task(actor.serve())
+    try:
+        yield serving
+    finally:
+        await rds.delete(keys.ORPHANS)
+        actor.stop()
+        await asyncio.wait_for(serving, 30)
+        await sup.close()
 
 
 async def tick(sup: Supervisor) -> dict[str, int]:
@@ -423,16 +439,13 @@ async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(
     actors(actor)
     assert (await sup.run(job("warm", script_type="osis"), wait=10))["output"] == "warm"
 
-    async def offering() -> bool:  # else "kept" is queued, and no refused cycle claims it
-        return bool(await rds.hlen(keys.idle("osis")))
-
     def refused(times: int) -> Callable[[], Awaitable[bool]]:
         async def check() -> bool:
             return caplog.text.count("redis refused the actor's cycle") >= times
 
         return check
 
-    await eventually(offering)
+    await until_offering(rds)
     await rds.lpush(keys.ORPHANS, "junk")  # an idle actor: nothing to report, a claim to make
     await rds.hset(keys.job("queued"), mapping={"script": "queued", "status": "created"})
     await rds.lpush("hero:q:work:type:osis", "queued")  # an outside push wakes it
@@ -440,7 +453,7 @@ async def test_a_cycle_redis_refuses_whole_keeps_the_actor_and_its_results(
     await rds.delete(keys.ORPHANS)
     assert (await sup.output("queued", wait=10))["output"] == "queued"  # claimed on a retry
 
-    await eventually(offering)
+    await until_offering(rds)  # else "kept" is queued, and no refused cycle claims it
     await rds.lpush(keys.ORPHANS, "junk")
     kept = await sup.run(job("kept", script_type="osis", job_id="kept"), wait=10)
     assert (kept["status"], kept["output"]) == ("finished", "kept")
@@ -474,13 +487,8 @@ async def test_a_refused_cycle_reports_nothing_twice_and_lets_the_actor_stop(
         await asyncio.sleep(1.0)  # attempt 2 runs across refused cycles
         return f"attempt {ctx.job.attempt}"
 
-    serving = asyncio.create_task(actor.serve())
-    try:
-
-        async def offering() -> bool:
-            return bool(await rds.hlen(keys.idle("osis")))
-
-        await eventually(offering)
+    async with refusal_cleared(actor, sup, rds) as serving:
+        await until_offering(rds)
         await sup.create(job("x", script_type="osis", job_id="X", retries=1))
         await sup.start("X")
         await asyncio.wait_for(failing.wait(), 10)
@@ -493,11 +501,6 @@ async def test_a_refused_cycle_reports_nothing_twice_and_lets_the_actor_stop(
         actor.stop()  # its last report was recorded: nothing holds it
         await asyncio.wait_for(asyncio.shield(serving), 5)
         assert runs == [1, 2]  # not run again by an adopt while its report was pending
-    finally:
-        await rds.delete(keys.ORPHANS)
-        actor.stop()
-        await asyncio.wait_for(serving, 30)
-        await sup.close()
 
 
 async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_jobs(
@@ -517,13 +520,8 @@ async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_j
         ended[ctx.job.job_id] = time.monotonic()
         return ctx.job.script
 
-    serving = asyncio.create_task(actor.serve())
-    try:
-
-        async def offering() -> bool:
-            return bool(await rds.hlen(keys.idle("osis")))
-
-        await eventually(offering)
+    async with refusal_cleared(actor, sup, rds) as serving:
+        await until_offering(rds)
         await rds.lpush(keys.ORPHANS, "junk")
         await sup.create(job("0", script_type="osis", job_id="quick"))
         await sup.create(job("3", script_type="osis", job_id="slow"))
@@ -534,11 +532,6 @@ async def test_a_stopping_actor_whose_cycles_are_refused_waits_for_its_running_j
         assert (await sup.output("slow", wait=10))["output"] == "3"
         assert time.monotonic() - ended["slow"] < 1.0  # not after the next 4 s backoff
         await asyncio.wait_for(asyncio.shield(serving), 5)
-    finally:
-        await rds.delete(keys.ORPHANS)
-        actor.stop()
-        await asyncio.wait_for(serving, 30)
-        await sup.close()
 
 
 async def test_a_job_key_of_another_type_fails_no_other_create_in_its_call(

@@ -33,6 +33,7 @@ from tests.helpers import (
     marked_running,
     sleeper,
     spawn_actor,
+    until_offering,
 )
 
 
@@ -396,11 +397,7 @@ async def test_a_report_sent_again_after_a_lost_reply_ends_no_later_attempt(
     actor = retried_actor(fast, seconds=1.0)
     serving = asyncio.create_task(actor.serve())
     try:
-
-        async def offering() -> bool:  # so the promoted retry is handed to it
-            return bool(await rds.hlen(keys.idle("osis")))
-
-        await eventually(offering)
+        await until_offering(rds)
         await sup.create(job("x", script_type="osis", job_id="L", retries=1))
         await sup.start("L")
         done = await sup.output("L", wait=20)
