@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,28 +155,49 @@ async def wait_finished(
 
 async def verify(client: aioredis.Redis, jobs: list[dict[str, Any]], since: str) -> dict[str, int]:
     """Every job finished with its own output, and a ``finished`` event for each
-    in the events stream after ``since``. Returns the counts of what is wrong."""
+    in the events stream after ``since``. Returns the counts of what is wrong.
+
+    The stream keeps about ``HERO_EVENTS_MAXLEN`` entries (100,000: five per
+    job, so 20,000 jobs), and a longer run's first events are trimmed before
+    this check reads them. A job whose event is not found is then a miss only
+    if it finished at or after the oldest entry left (its hash's
+    ``updated_at``, written by the same call as the event); the others are
+    counted as ``trimmed_events``, which is not a problem."""
     bad_status = bad_output = 0
+    finished_ms: dict[str, int] = {}
     for start in range(0, len(jobs), 2000):
         chunk = jobs[start : start + 2000]
         async with client.pipeline(transaction=False) as pipe:
             for job in chunk:
-                pipe.hmget(keys.job(job["job_id"]), "status", "output")
+                pipe.hmget(keys.job(job["job_id"]), "status", "output", "updated_at")
             rows = await pipe.execute()
-        for job, (status, output) in zip(chunk, rows, strict=True):
+        for job, (status, output, updated) in zip(chunk, rows, strict=True):
             bad_status += status != "finished"
             bad_output += output != job["script"]
+            if updated:
+                finished_ms[job["job_id"]] = int(datetime.fromisoformat(updated).timestamp() * 1000)
     wanted = {job["job_id"] for job in jobs}
     cursor = since
+    oldest_ms: int | None = None
     while wanted:
         page = await client.xrange(keys.EVENTS, min=f"({cursor}", count=10000)
         if not page:
             break
+        if oldest_ms is None:
+            oldest_ms = int(page[0][0].split("-")[0])
         for _, fields in page:
             if fields.get("event") == "finished":
                 wanted.discard(fields.get("job_id", ""))
         cursor = page[-1][0]
-    return {"bad_status": bad_status, "bad_output": bad_output, "missing_events": len(wanted)}
+    trimmed = 0
+    if wanted and oldest_ms is not None and oldest_ms > int(since.split("-")[0]):
+        trimmed = sum(1 for j in wanted if finished_ms.get(j, oldest_ms) < oldest_ms)
+    return {
+        "bad_status": bad_status,
+        "bad_output": bad_output,
+        "missing_events": len(wanted) - trimmed,
+        "trimmed_events": trimmed,
+    }
 
 
 async def events_added(client: aioredis.Redis) -> int:
@@ -263,7 +285,7 @@ def run_figures(
         "events": events,
         "events_per_s": events / elapsed,
         "cpu_us_per_job": cpu_us,
-        "verified": not any(problems.values()),
+        "verified": not any(v for k, v in problems.items() if k != "trimmed_events"),
         **problems,
     }
 

@@ -193,7 +193,9 @@ def _throughput(meta: dict[str, Any], results: dict[str, Any]) -> list[str]:
         "## 1, 2, 4. Throughput: no-op jobs, first enqueue to last completion",
         "",
         "Every job's result is checked afterwards (status and output equal to its own "
-        "payload; for ours also a `finished` entry in `hero:events`).",
+        "payload; for ours also a `finished` entry in `hero:events`, for every job that "
+        "finished after the oldest entry the stream's MAXLEN left: runs of more than "
+        "20,000 jobs write more events than it keeps).",
         "Ratio: jobs/s divided by the fastest peer's"
         + (f" ({PEER_LABELS[best[0]]}, {best[1]:,.0f} jobs/s)." if best else "."),
         "",
