@@ -170,25 +170,26 @@ class JobSpec:
 
     def hash_fields(self, queue: str) -> list[str]:
         """Flat field/value pairs for HSET (id, created_at and the JSON lists are
-        set in Lua); ``queue``: where it is dispatched (``supervisor.keys.dispatch_queue``)."""
-        pairs = {
-            "script": self.script,
-            "script_type": self.script_type,
-            "caller_id": self.caller_id,
-            "context_id": self.context_id,
-            "worker_id": self.worker_id,
-            "group": self.group,
-            "instance": self.instance,
-            "priority": str(self.priority),
-            "timeout": str(self.timeout),
-            "retries": str(self.retries),
-            "concurrent": "false",
-            "env_vars": compact_json(dict(self.env_vars)) if self.env_vars else "{}",
-            "queue": queue,
-        }
+        set in Lua); ``queue``: where it is dispatched (``supervisor.keys.dispatch_queue``).
+        Spelled as one list literal: it is built for every job submitted."""
+        fields = [
+            "script", self.script,
+            "script_type", self.script_type,
+            "caller_id", self.caller_id,
+            "context_id", self.context_id,
+            "worker_id", self.worker_id,
+            "group", self.group,
+            "instance", self.instance,
+            "priority", str(self.priority),
+            "timeout", str(self.timeout),
+            "retries", str(self.retries),
+            "concurrent", "false",
+            "env_vars", compact_json(dict(self.env_vars)) if self.env_vars else "{}",
+            "queue", queue,
+        ]  # fmt: skip
         if self.stream:
-            pairs["mode"] = "stream"
-        return [item for kv in pairs.items() for item in kv]
+            fields += ("mode", "stream")
+        return fields
 
 
 #: JSON as the hash keeps it (no spaces); one encoder, since ``json.dumps``
