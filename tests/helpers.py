@@ -86,10 +86,16 @@ async def started(sup: Supervisor, job_id: str) -> bool:
 
 
 def spawn_actor(
-    config: Config, *extra: str, log: IO[bytes] | None = None, **env: str
+    config: Config,
+    *extra: str,
+    log: IO[bytes] | int | None = None,
+    pass_fds: tuple[int, ...] = (),
+    **env: str,
 ) -> subprocess.Popen[bytes]:
     """``hero-gateway actor`` in a subprocess, on the config's Redis (and user);
-    ``env``: more variables (``HERO_LOG_LEVEL`` is warning unless given)."""
+    ``env``: more variables (``HERO_LOG_LEVEL`` is warning unless given);
+    ``log``: where its stderr goes (``subprocess.PIPE`` to read it);
+    ``pass_fds``: open files it starts with, as a shell may leave it."""
     variables = dict(
         os.environ,
         HERO_REDIS_URL=config.redis_url or "",
@@ -103,6 +109,7 @@ def spawn_actor(
         env=variables,
         cwd=ROOT,
         stderr=log,
+        pass_fds=pass_fds,
     )
 
 

@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,12 +23,29 @@ import redis.asyncio as aioredis
 from gateway.actor import python_actor
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, Sandbox, SandboxUnavailable, python_paths
+from gateway.actor.sandbox import (
+    ENV_FILE,
+    JOB_DIR,
+    LOAD_ENV,
+    SHELL,
+    Sandbox,
+    SandboxUnavailable,
+    check_environment,
+    python_paths,
+)
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
-from gateway.supervisor import Supervisor, keys
+from gateway.supervisor import JobSpec, Supervisor, keys
 from tests.conftest import ROOT
-from tests.helpers import eventually, host_pids, job, marked_gone, marked_running, sleeper
+from tests.helpers import (
+    eventually,
+    host_pids,
+    job,
+    marked_gone,
+    marked_running,
+    sleeper,
+    spawn_actor,
+)
 
 CONNECT = (
     "import socket, sys\n"
@@ -143,6 +161,94 @@ async def test_no_write_outside_the_job_folder(
     lines = result["output"].splitlines()
     assert lines[-2:] == ["wrote", "wrote"] and "wrote" not in lines[:-2], lines
     assert not any(path.exists() for path in [*outside, Path("/tmp", name)])
+
+
+async def test_the_callers_environment_reaches_no_program_run_as_root(
+    sup: Supervisor, actors: Any
+) -> None:
+    """env_vars are the caller's: set by bwrap, they reached setpriv while it was
+    still root, whose loader honoured LD_PRELOAD (a job's own code as root on
+    the host). Only the job's own programs may see them, exactly as sent."""
+    if os.geteuid() != 0:
+        pytest.skip("an unprivileged actor runs no program as root")
+    actors()
+    tricky = "it's \"$HOME\" `id` $(id) \\ end\nsecond line '' \u00e9"
+    env = {"LD_DEBUG": "files", "LD_PRELOAD": "/nonexistent-hero.so", "TRICKY": tricky}
+    script = "import os\nprint(repr(os.environ['TRICKY']), os.environ['LD_PRELOAD'])"
+    result = await sup.run(job(script, job_id="env-root", env_vars=env), wait=30)
+    assert result["output"] == f"{tricky!r} /nonexistent-hero.so\n", result
+    logs = (await sup.logs("env-root"))["logs"]
+    assert "needed by" in logs  # the loader saw LD_PRELOAD: in the job's python
+    loaded_for = {line.split("needed by")[1].split()[0] for line in logs.splitlines()
+                  if "/nonexistent-hero.so" in line and "needed by" in line}  # fmt: skip
+    assert loaded_for and not any("setpriv" in p or "bwrap" in p for p in loaded_for), logs
+
+
+async def test_an_environment_no_process_can_have_fails_the_job_clearly(
+    sup: Supervisor, actors: Any
+) -> None:
+    """A JobSpec given to the supervisor as is, like an outside producer's hash,
+    need not follow the contract's env_vars pattern: such a name would be
+    shell text in the job's environment file."""
+    actors()
+    spec = JobSpec(script="print('ran')", script_type="python", job_id="bad-env",
+                   env_vars={"A=1;echo injected;B": "x"})  # fmt: skip
+    await sup.submit_many([spec])
+    result = await sup.output("bad-env", wait=30)
+    assert result["status"] == "error", result
+    assert result["error"] == "env_vars: 'A=1;echo injected;B' is not a variable name", result
+
+
+async def test_a_job_gets_none_of_the_files_its_actor_was_started_with(
+    sup: Supervisor, config: Config, tmp_path: Path
+) -> None:
+    """A shell's ``exec 7>>file`` before starting the actor left it an open file;
+    uvloop's subprocesses, unlike asyncio's, pass such files to every job."""
+    marker = tmp_path / f"actor-file-{uuid.uuid4().hex}"
+    opened = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o666)
+    fd = os.dup2(opened, 240, inheritable=False)  # far above what the job's own files take
+    os.close(opened)
+    instance = f"fds-{uuid.uuid4().hex[:8]}"
+    proc = spawn_actor(config, "--script-type", "python", "--instance", instance, pass_fds=(fd,))
+    os.close(fd)
+    script = (
+        "import os\n"
+        "for fd in sorted(int(f) for f in os.listdir('/proc/self/fd')):\n"
+        "    try:\n"
+        "        print(fd, os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "        os.write(fd, b'') if fd > 2 else None\n"
+        "    except OSError as exc:\n"
+        "        print(fd, type(exc).__name__)\n"
+        f"os.write({fd}, b'written by the job')\n"
+    )
+    try:
+        result = await sup.run(job(script, group="default", instance=instance), wait=30)
+    finally:
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 15)
+    assert marker.name not in result["output"], result
+    assert result["status"] == "error" and "Bad file descriptor" in result["error"], result
+    assert marker.read_bytes() == b""
+
+
+async def test_a_job_folder_too_deep_for_rmtree_is_removed(sup: Supervisor, actors: Any) -> None:
+    """shutil.rmtree recurses: a deeper tree raised RecursionError, which became
+    the job's error, and the folder stayed on the host."""
+    actors()
+    script = (
+        "import os\n"
+        "fd = os.open('.', os.O_RDONLY)\n"
+        "for _ in range(3000):\n"
+        "    os.mkdir('d', dir_fd=fd)\n"
+        "    inner = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+        "    os.close(fd)\n"
+        "    fd = inner\n"
+        "print('deep')\n"
+    )
+    folders = set(Path(tempfile.gettempdir()).glob(f"hero-job-{os.getpid()}-*"))
+    result = await sup.run(job(script, timeout=60), wait=60)
+    assert (result["status"], result["output"]) == ("finished", "deep\n"), result
+    assert set(Path(tempfile.gettempdir()).glob(f"hero-job-{os.getpid()}-*")) <= folders
 
 
 async def test_no_daemon_outlives_its_job(sup: Supervisor, actors: Any) -> None:
@@ -277,7 +383,7 @@ async def test_the_log_file_is_capped(sup: Supervisor, actors: Any, config: Conf
 async def test_killing_its_parent_does_not_kill_the_actor(
     sup: Supervisor, config: Config, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    actor = spawn_actor(config, "--instance", "tough")
+    actor = spawn_actor(config, "--script-type", "python", "--instance", "tough")
     processes.append(actor)
     script = (
         "import os, signal\n"
@@ -294,17 +400,6 @@ async def test_killing_its_parent_does_not_kill_the_actor(
     assert after["output"] == "served\n" and actor.poll() is None
 
 
-def spawn_actor(config: Config, *extra: str, **env: str) -> subprocess.Popen[bytes]:
-    environ = dict(
-        os.environ, HERO_REDIS_URL=config.redis_url or "", HERO_LOG_DIR=config.log_dir or "", **env
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "actor", "--script-type", "python", *extra],
-        env=environ,
-        stderr=subprocess.PIPE,
-    )
-
-
 def test_an_actor_without_the_sandbox_refuses_to_start(config: Config) -> None:
     env = dict(os.environ, HERO_REDIS_URL=config.redis_url or "", PATH="/nonexistent")
     proc = subprocess.run(
@@ -319,7 +414,8 @@ def test_an_actor_without_the_sandbox_refuses_to_start(config: Config) -> None:
 async def test_sandbox_off_warns_and_marks_the_started_event_and_hash(
     sup: Supervisor, config: Config, rds: aioredis.Redis, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    actor = spawn_actor(config, "--instance", "loose", PATH="/nonexistent", HERO_SANDBOX="off")
+    actor = spawn_actor(config, "--script-type", "python", "--instance", "loose",
+                        log=subprocess.PIPE, PATH="/nonexistent", HERO_SANDBOX="off")  # fmt: skip
     processes.append(actor)
     spec = job("print('unconfined')", job_id="loose-1", group="default", instance="loose")
     assert (await sup.run(spec, wait=30))["output"] == "unconfined\n"  # claimed from its queue
@@ -357,31 +453,37 @@ def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7)
+    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7, 8)
     text = " ".join(argv)
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
         assert flag in argv
-    assert f"--chdir {JOB_DIR} --args 7 --" in text  # the job's folder comes down fd 7
+    # the job's folder comes down fd 7, its environment down fd 8 into a read-only file
+    assert f"--perms 0444 --ro-bind-data 8 {ENV_FILE} --chdir {JOB_DIR} --args 7 --" in text
     assert "--tmpfs /tmp" in text and "--proc /proc" in text
     assert "--reuid 4242 --regid 4242 --clear-groups" in text and "--no-new-privs" in text
-    assert argv[-2:] == ["python", "job.py"]
+    # the environment is read by a shell run after setpriv has dropped root
+    assert argv[-6:] == [SHELL, "-c", LOAD_ENV, "sh", "python", "job.py"]
+    assert next(i for i, a in enumerate(argv) if "setpriv" in a) < argv.index(SHELL)
     for path in python_paths():  # read-only, never the checkout around the venv
         assert f"--ro-bind {path} {path}" in text
     assert f"--bind {ROOT} " not in text and f"--ro-bind {ROOT} " not in text
-    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7)
+    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7, 8)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an unprivileged actor
-    unprivileged = Sandbox().argv(["x"], 7)
+    unprivileged = Sandbox().argv(["x"], 7, 8)
     assert "--unshare-user" in unprivileged and not any("setpriv" in a for a in unprivileged)
 
 
-def test_the_job_options_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
-    args = Sandbox.job_args(tmp_path, {"A": "1", "JOB_ID": "j"})
-    assert args.split(b"\0") == [
-        b"--bind", str(tmp_path).encode(), JOB_DIR.encode(), b"--clearenv",
-        b"--setenv", b"A", b"1", b"--setenv", b"JOB_ID", b"j", b"",
-    ]  # fmt: skip
+def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
+    args = Sandbox.job_args(tmp_path)
+    assert args.split(b"\0") == [b"--bind", str(tmp_path).encode(), JOB_DIR.encode(),
+                                  b"--clearenv", b""]  # fmt: skip
+    assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"A='1'\nB='it'\"'\"'s'\n"
+    check_environment({"A_1": "x", "_b": ""})
     with pytest.raises(ValueError, match="NUL"):
-        Sandbox.job_args(tmp_path, {"A": "x\0y"})
+        check_environment({"A": "x\0y"})
+    for name in ("A=1;id;B", "1A", "A B", "A\nB", ""):  # an outside producer's env_vars
+        with pytest.raises(ValueError, match="not a variable name"):
+            check_environment({name: "x"})
 
 
 def test_a_sandbox_that_fails_its_check_says_what_to_change() -> None:
@@ -422,6 +524,6 @@ def test_an_interpreter_under_tmp_is_seen_inside(
     monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
     monkeypatch.setattr(sys, "prefix", str(venv))
     monkeypatch.setattr(sys, "exec_prefix", str(venv))
-    argv = " ".join(Sandbox().argv(["python"], 7))
+    argv = " ".join(Sandbox().argv(["python"], 7, 8))
     assert argv.index("--tmpfs /tmp") < argv.index(f"--ro-bind {venv} {venv}")
     Sandbox().check()  # a trivial job with that interpreter: SandboxUnavailable if hidden

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import resource
 import secrets
@@ -28,10 +29,12 @@ from pathlib import Path
 from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, Sandbox
+from gateway.actor.sandbox import JOB_DIR, Sandbox, check_environment
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
 from gateway.model.job import as_stored
+
+log = logging.getLogger("gateway.actor")
 
 #: How much of stderr becomes the job's error message.
 ERROR_TAIL = 4096
@@ -56,6 +59,7 @@ class PythonExecutor:
             self.sandbox = Sandbox(config.job_network, config.job_uid, tmp_bytes=self.memory)
             self.sandbox.check()
         self.cgroups = cgroup.detect()
+        _keep_inherited_files_from_jobs()
         #: CPU time is limited for the whole job (its cgroup counts it), else per process.
         self.cpu_per_job = self.cgroups is not None and self.cgroups.cpu_parent is not None
         self._pool = WarmPool(self._start_sandbox, warm)
@@ -94,21 +98,24 @@ class PythonExecutor:
         """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
         assert self.sandbox is not None
         read, write = os.pipe()
+        env_read, env_write = os.pipe()
         command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/job.py"]  # -u: lines live
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.sandbox.argv(command, read), env={}, cwd=tempfile.gettempdir(),
+                *self.sandbox.argv(command, read, env_read), env={}, cwd=tempfile.gettempdir(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, pass_fds=(read,),
+                start_new_session=True, pass_fds=(read, env_read),
             )  # fmt: skip
         except BaseException:
             os.close(write)
+            os.close(env_write)
             raise
         finally:
             os.close(read)
-        ready = Ready(proc, None, write)
+            os.close(env_read)
+        ready = Ready(proc, None, write, env_write)
         try:
             for limit, value in self._rlimits():
                 resource.prlimit(proc.pid, limit, (value, value))
@@ -168,12 +175,17 @@ class PythonExecutor:
                 "CALLER_ID": job.caller_id,
                 "CONTEXT_ID": job.context_id,
             }
+            try:
+                check_environment(env)
+            except ValueError as exc:
+                raise JobFailed(str(exc)) from None
             if self.sandbox:
-                args = self.sandbox.job_args(workdir, env)
+                env_file = self.sandbox.env_file(env)
                 self.sandbox.prepare(workdir)
                 ready = await self._pool.take()
                 proc, cg = ready.proc, ready.cgroup
-                ready.launch(args, None if self.cpu_per_job else cpu)
+                ready.launch(self.sandbox.job_args(workdir), env_file,
+                             None if self.cpu_per_job else cpu)  # fmt: skip
             else:
                 proc, cg = await self._start_unconfined(workdir, env, cpu)
             if cg is not None and cg.cpu is not None:
@@ -185,7 +197,7 @@ class PythonExecutor:
             if cg is not None:
                 hit = "cpu" if cg.cpu is not None and cg.cpu_seconds() >= cpu else cg.limit_hit()
                 await asyncio.to_thread(cg.remove)
-            shutil.rmtree(workdir, ignore_errors=True)
+            await _remove(workdir)
         limit = self.config.job_max_output
         text = stdout[:limit].decode("utf-8", "replace")
         if len(stdout) > limit:
@@ -198,6 +210,39 @@ class PythonExecutor:
                 tail = f"{tail}\n{LIMIT_NAMES[hit]} of the job hit ({cap})".strip()
             raise JobFailed(tail or f"exit code {code}", output=text)
         return text
+
+
+async def _remove(folder: Path) -> None:
+    """A job's folder, gone, and off the event loop: what is in it is the
+    job's, a million files (seconds of unlinks, while the actor's heartbeat
+    must go on) or a tree deeper than ``shutil.rmtree`` recurses (a
+    RecursionError, and the tree left on disk). What rmtree leaves, ``rm -rf``
+    removes, at any depth."""
+    try:
+        await asyncio.to_thread(shutil.rmtree, folder)
+        return
+    except (OSError, RecursionError):
+        pass
+    proc = await asyncio.create_subprocess_exec(
+        "rm", "-rf", "--one-file-system", "--", str(folder),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    if await proc.wait() != 0:
+        log.warning("could not remove a job's folder", extra={"folder": str(folder)})
+
+
+def _keep_inherited_files_from_jobs() -> None:
+    """Mark every file this process was started with (beyond stdin, stdout and
+    stderr) close-on-exec. Python opens its own files so, but whatever started
+    the actor may have left it more (a shell's ``exec 7>>file``, a pipe), and
+    uvloop's subprocesses, unlike asyncio's, do not close them: every job,
+    sandboxed or not, would get them, to write to."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the listing's own, closed by now
+                os.set_inheritable(fd, False)
 
 
 async def _watch_cpu(cg: cgroup.JobCgroup, seconds: int) -> None:

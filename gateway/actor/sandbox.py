@@ -14,12 +14,23 @@ inside (``setpriv``: no groups, no capabilities, no new privileges), so
 rlimits and file permissions apply as to any unprivileged process. An
 unprivileged actor gets a user namespace from bwrap and the job keeps the
 actor's own uid (bwrap drops every capability).
+
+**The job's environment is set after the privileges are dropped.** Its
+variables are the caller's (``env_vars``), and every program that starts
+with them honours some: the dynamic loader of a program run as root loads
+an ``LD_PRELOAD`` library before ``main``. Set by bwrap, they reached
+``setpriv``, still root, so a job could run its own code as root on the
+host. Now bwrap and ``setpriv`` start with an empty environment; the
+variables come down a pipe into a read-only file (``ENV_FILE``), and a shell
+already running as the job's uid reads them and execs the job
+(``LOAD_ENV``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +43,16 @@ from gateway.model.job import as_stored
 
 #: Where the job folder appears inside the sandbox.
 JOB_DIR = "/job"
+#: The job's environment inside the sandbox, as ``NAME='value'`` lines.
+ENV_FILE = "/run/hero/job.env"
+#: Run (as ``sh -c LOAD_ENV sh COMMAND...``) by the job's uid: exports every
+#: variable of ENV_FILE, then becomes the job. ``"$@"`` is never split, and
+#: the job's command is an absolute path, so no variable (IFS, PATH) changes it.
+LOAD_ENV = f'set -a; . {ENV_FILE}; set +a; exec "$@"'
+SHELL = "/bin/sh"
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: A single quote inside a single-quoted shell word: end it, a quoted quote, reopen.
+QUOTE = "'\"'\"'"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 HOW_TO_FIX = (
@@ -43,6 +64,18 @@ HOW_TO_FIX = (
 
 class SandboxUnavailable(Exception):
     """bwrap is missing or cannot create namespaces here."""
+
+
+def check_environment(env: Mapping[str, str]) -> None:
+    """ValueError, saying why, for an environment no job can be given: a name
+    that is not a variable name (the contract's ``env_vars`` pattern, which an
+    outside producer's hash need not follow: in ENV_FILE it would be shell
+    text) or a value with a NUL (no process environment can hold one)."""
+    for name, value in env.items():
+        if not _VARIABLE.match(name):
+            raise ValueError(f"env_vars: {name[:64]!r} is not a variable name")
+        if "\0" in value:
+            raise ValueError(f"env_vars: {name} may not contain NUL characters")
 
 
 def python_paths() -> list[str]:
@@ -74,11 +107,12 @@ class Sandbox:
         net = "network allowed" if self.network else "no network"
         return f"bwrap: own pid, mount, ipc and uts namespaces, {net}, {uid}"
 
-    def argv(self, command: Sequence[str], args_fd: int) -> list[str]:
+    def argv(self, command: Sequence[str], args_fd: int, env_fd: int) -> list[str]:
         """bwrap to run ``command`` (paths as seen inside), once it has read the
         job's own options (``job_args``) from ``args_fd``: until then it waits,
         so it can be started before the job is known (gateway/actor/warm.py).
-        Without them it stops at the ``--chdir`` into a JOB_DIR that is not there."""
+        Without them it stops at the ``--chdir`` into a JOB_DIR that is not there.
+        Then it copies ``env_fd`` (``env_file``) to ENV_FILE, read-only."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--die-with-parent", "--new-session"]  # fmt: skip
         if not self.network:
@@ -104,24 +138,28 @@ class Sandbox:
                     made.add(parent)
                     args += ["--dir", str(parent)]
             args += ["--ro-bind", path, path]
-        args += ["--chdir", JOB_DIR, "--args", str(args_fd), "--"]
+        args += ["--perms", "0444", "--ro-bind-data", str(env_fd), ENV_FILE,
+                 "--chdir", JOB_DIR, "--args", str(args_fd), "--"]  # fmt: skip
         if self.privileged:
             uid = str(self.job_uid)
             args += [shutil.which(self.setpriv) or self.setpriv, "--reuid", uid, "--regid", uid,
                      "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
                      "--no-new-privs", "--"]  # fmt: skip
-        return args + list(command)
+        return [*args, SHELL, "-c", LOAD_ENV, "sh", *command]
 
     @staticmethod
-    def job_args(workdir: Path, env: Mapping[str, str]) -> bytes:
+    def job_args(workdir: Path) -> bytes:
         """The options that make a waiting sandbox one job's: its folder at
-        JOB_DIR and its environment (nothing else of the actor's)."""
-        args = ["--bind", str(workdir), JOB_DIR, "--clearenv"]
-        for name, value in env.items():
-            args += ["--setenv", name, value]
-        if any("\0" in arg for arg in args):
-            raise ValueError("env_vars may not contain NUL characters")
-        return b"".join(as_stored(arg) + b"\0" for arg in args)
+        JOB_DIR, and nothing of the actor's environment."""
+        return b"".join(
+            as_stored(arg) + b"\0" for arg in ("--bind", str(workdir), JOB_DIR, "--clearenv")
+        )
+
+    @staticmethod
+    def env_file(env: Mapping[str, str]) -> bytes:
+        """ENV_FILE's text: one ``NAME='value'`` line per variable of a checked
+        environment (``check_environment``), the value single-quoted."""
+        return as_stored("".join(f"{k}='{v.replace(chr(39), QUOTE)}'\n" for k, v in env.items()))
 
     def prepare(self, workdir: Path) -> None:
         """Hand the job folder to the job's uid (it is the one place it may write)."""
@@ -136,18 +174,21 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             self.prepare(Path(tmp))
             read, write = os.pipe()
+            env_read, env_write = os.pipe()
             try:
                 proc = subprocess.Popen(
-                    self.argv([sys.executable, "-I", "-c", "pass"], read), pass_fds=(read,),
+                    self.argv([sys.executable, "-I", "-c", "pass"], read, env_read),
+                    pass_fds=(read, env_read),
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                 )  # fmt: skip
                 with contextlib.suppress(BrokenPipeError):  # exited already: see below
-                    os.write(write, self.job_args(Path(tmp), {}))  # fits in the pipe
+                    os.write(write, self.job_args(Path(tmp)))  # each fits in its pipe
+                    os.write(env_write, self.env_file({"PATH": os.defpath}))
             except OSError as exc:
                 raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
             finally:
-                os.close(read)
-                os.close(write)
+                for fd in (read, write, env_read, env_write):
+                    os.close(fd)
             try:
                 _, err = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:

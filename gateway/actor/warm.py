@@ -28,23 +28,35 @@ log = logging.getLogger("gateway.actor")
 
 @dataclass
 class Ready:
-    """A bwrap process waiting for its job's options on ``args_fd``."""
+    """A bwrap process waiting for its job's options on ``args_fd``, and then
+    for the job's environment on ``env_fd``."""
 
     proc: asyncio.subprocess.Process
     cgroup: JobCgroup | None
     args_fd: int
+    env_fd: int
 
-    def launch(self, args: bytes, cpu_seconds: int | None) -> None:
+    def launch(self, args: bytes, env: bytes, cpu_seconds: int | None) -> None:
         """Set a per-process CPU limit (``cpu_seconds``; None where the job's
-        cgroup limits it), then let it go with ``args`` (see Sandbox.job_args)."""
+        cgroup limits it), then let it go with ``args`` and ``env`` (see
+        Sandbox.job_args and Sandbox.env_file). bwrap reads the options to
+        their end first, then the environment to its end: a long write to
+        either cannot block for good."""
         if cpu_seconds is not None:
             resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         try:
-            view = memoryview(args)
-            while view:  # bwrap reads until end-of-file: a long write cannot block for good
-                view = view[os.write(self.args_fd, view) :]
+            _send(self.args_fd, args)
+            os.close(self.args_fd)  # end-of-file: bwrap goes on, to the environment
+            self.args_fd = -1
+            _send(self.env_fd, env)
         finally:
-            os.close(self.args_fd)
+            self._close_all()
+
+    def _close_all(self) -> None:
+        for fd in (self.args_fd, self.env_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.args_fd = self.env_fd = -1
 
     async def discard(self) -> None:
         """Kill it unused. The process goes first, while it still waits for its
@@ -55,11 +67,19 @@ class Ready:
         takes whatever was forked all the same, before the wait."""
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
-        with contextlib.suppress(OSError):
-            os.close(self.args_fd)
+        self._close_all()
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
         await self.proc.wait()
+
+
+def _send(fd: int, data: bytes) -> None:
+    """All of ``data`` down the pipe ``fd``; a reader that has exited already
+    (EPIPE) is left to its wait, whose exit code says why."""
+    with contextlib.suppress(BrokenPipeError):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class WarmPool:
