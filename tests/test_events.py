@@ -124,14 +124,16 @@ async def test_a_backlog_larger_than_a_read_is_drained(feed: Any, rds: aioredis.
 async def test_lua_copies_terminal_events_to_ended_under_their_ids(
     sup: Supervisor, actors: Any, rds: aioredis.Redis
 ) -> None:
+    """With the job's caller: a user's wait ends from the copy alone, like an admin's."""
     actors()
-    done = await sup.run(job("print(6 * 7)"), wait=20)
+    done = await sup.run(job("print(6 * 7)", caller_id="alice"), wait=20)
     (entry,) = await rds.xrange(keys.ENDED)
     events = {e_id: f for e_id, f in await rds.xrange(keys.EVENTS)}
     assert events[entry[0]]["status"] == "finished"
     assert entry[1] == {
         "job_id": done["job_id"],
         "status": "finished",
+        "caller_id": "alice",
         "error": "",
         "output": "42\n",
     }

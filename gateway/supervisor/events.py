@@ -78,7 +78,7 @@ async def read_after(
     """Entries after the given id of each stream, as read, waiting up to
     ``block_ms`` for one (``None``: not at all). RESP2 gives an entry's fields
     as one flat list (name, value, ...); an entry of ``keys.ENDED`` has the
-    terminal fields only (``Event.from_entry`` leaves the rest empty)."""
+    terminal fields and the caller only (``Event.from_entry`` leaves the rest empty)."""
     block = () if block_ms is None else ("BLOCK", max(block_ms, 1))
     reply: Any = await wire.execute_command(
         "XREAD", "COUNT", count, *block, "STREAMS", *after, *after.values()

@@ -350,9 +350,10 @@ local function emit(ctx, id, status, err, event, output)
     'script_type', short(f[1]), 'group', short(f[2]), 'instance', short(f[3]),
     'actor', short(f[4]), 'caller_id', short(f[5]), 'attempt', short(f[6] or '0'),
     'ts', ctx.ts, 'error', err or '', unpack(result))
-  if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id
+  if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id; the
+    -- caller lets a waiter admitted for another (an id deleted and taken) be told apart
     redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
-      'job_id', id, 'status', status, 'error', err or '', unpack(result))
+      'job_id', id, 'status', status, 'caller_id', short(f[5]), 'error', err or '', unpack(result))
   end
   return entry
 end
