@@ -163,12 +163,12 @@ async def test_thousand_concurrent_runs_use_a_handful_of_connections(
 
 
 @contextlib.asynccontextmanager
-async def _hub(redis_url: str) -> AsyncIterator[WaitHub]:
+async def _hub(redis_url: str, watch_interval: float = 30) -> AsyncIterator[WaitHub]:
     async def reconcile(job_id: str) -> None:
         return None
 
     wire = Wire(redis_url, "test-waits")
-    hub = WaitHub(wire, watch_interval=30, compat=False, reconcile=reconcile)
+    hub = WaitHub(wire, watch_interval=watch_interval, compat=False, reconcile=reconcile)
     hub.start()
     try:
         yield hub
@@ -183,15 +183,17 @@ def _terminal(job_id: str, **fields: str) -> Event:
     )
 
 
+@pytest.mark.parametrize("caller", [None, "alice"])
 async def test_a_terminal_event_with_the_output_resolves_a_created_job_at_once(
-    rds: aioredis.Redis, redis_url: str
+    rds: aioredis.Redis, redis_url: str, caller: str | None
 ) -> None:
-    """No hash read: the hash here says something else, and the event wins."""
+    """No hash read: the hash here says something else, and the event wins
+    (for a user's wait too: the event names the job's caller)."""
     await rds.hset(keys.job("ev-1"), mapping={"status": "started", "output": ""})
     async with _hub(redis_url) as hub:
-        fut = hub.register("ev-1")
+        fut = hub.register("ev-1", caller)
         hub.created("ev-1")
-        hub.on_events([_terminal("ev-1", output="42", error="")])
+        hub.on_events([_terminal("ev-1", output="42", error="", caller_id=caller or "")])
         assert fut.done()
         assert await hub.wait("ev-1", fut, 1) == {
             "job_id": "ev-1",
@@ -231,3 +233,49 @@ async def test_one_waiter_timing_out_leaves_the_others_waiting(redis_url: str) -
         hub.on_events([_terminal("ev-3", output="done", error="")])
         assert (await hub.wait("ev-3", long, 1))["output"] == "done"
         assert hub.waiting == 0
+
+
+# -- an id deleted and taken by another caller while waited on --------------------------
+
+
+async def test_the_end_of_another_callers_job_tells_a_waiter_its_job_is_gone(
+    rds: aioredis.Redis, redis_url: str
+) -> None:
+    """alice waited on her job; the id is bob's now, and bob's run waits too.
+    bob's end (from the event, which names bob) is bob's and an admin's;
+    alice learns her job is not found, from the hash, which names bob too."""
+    await rds.hset(keys.job("reused"), mapping={"status": "finished", "output": "bob's",
+                                                "caller_id": "bob"})  # fmt: skip
+    async with _hub(redis_url) as hub:
+        alice, admin, bob = (hub.register("reused", c) for c in ("alice", None, "bob"))
+        hub.created("reused")  # bob's run
+        hub.on_events([_terminal("reused", output="bob's", error="", caller_id="bob")])
+        with pytest.raises(JobNotFound):
+            await hub.wait("reused", alice, 5)
+        assert (await hub.wait("reused", admin, 1))["output"] == "bob's"
+        assert (await hub.wait("reused", bob, 1))["output"] == "bob's"
+
+
+async def test_the_sweep_gives_a_waiter_no_other_callers_end(
+    rds: aioredis.Redis, redis_url: str
+) -> None:
+    """A hash-only actor ended the job now under the id (no event): the
+    sweep finds it bob's, and alice's wait ends as for a missing job."""
+    async with _hub(redis_url, watch_interval=0.05) as hub:
+        alice, bob = hub.register("swept", "alice"), hub.register("swept", "bob")
+        await rds.hset(keys.job("swept"), mapping={"status": "finished", "output": "bob's",
+                                                   "caller_id": "bob"})  # fmt: skip
+        assert (await hub.wait("swept", bob, 5))["output"] == "bob's"
+        with pytest.raises(JobNotFound):
+            await hub.wait("swept", alice, 1)
+
+
+async def test_output_of_an_id_another_caller_holds_is_not_found(sup: Supervisor) -> None:
+    """Ownership is checked before the call; the read holds to it as well
+    (the id may have been deleted and taken in between)."""
+    await sup.create(job(job_id="taken", caller_id="bob"))
+    assert (await sup.output("taken", caller_id="bob"))["status"] == "created"
+    for wait in (None, 5.0):
+        with pytest.raises(JobNotFound):
+            await sup.output("taken", wait, caller_id="alice")
+    assert sup.waits.waiting == 0

@@ -36,8 +36,11 @@ class Supervisor(Protocol):
         """A JobResult once the job ended; ``WaitTimeout`` if it did not in time."""
         ...
 
-    def output(self, job_id: str, wait: float | None = None) -> Awaitable[JsonObject]:
-        """A JobResult; waits for the end when ``wait`` is given."""
+    def output(
+        self, job_id: str, wait: float | None = None, caller_id: str | None = None
+    ) -> Awaitable[JsonObject]:
+        """A JobResult; waits for the end when ``wait`` is given. ``caller_id``:
+        only a job of that caller's (a user's) answers, to the wait's end."""
         ...
 
     def status(self, job_id: str) -> Awaitable[JsonObject]:

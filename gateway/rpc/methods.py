@@ -112,7 +112,11 @@ class _Handlers:
             return await self._sup.run(job, params.get("wait"))
 
     async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.output(params["job_id"], params.get("wait"))
+        """A user's ``caller_id`` (set by ``access``) holds the wait to that
+        user's job: the id may be deleted and taken by another caller meanwhile."""
+        return await self._sup.output(
+            params["job_id"], params.get("wait"), caller_id=params.get("caller_id")
+        )
 
     async def job_status(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.status(params["job_id"])

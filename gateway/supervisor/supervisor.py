@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode, result
+from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode
 from gateway.model import library as functions
 from gateway.model.library import Call
 from gateway.supervisor import (
@@ -37,7 +37,7 @@ from gateway.supervisor.events import EventReader
 from gateway.supervisor.maintenance import Maintenance
 from gateway.supervisor.replies import pairs
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
-from gateway.supervisor.waits import WaitHub
+from gateway.supervisor.waits import WaitHub, job_result
 from gateway.supervisor.wire import Wire
 
 log = logging.getLogger("gateway.supervisor")
@@ -189,45 +189,42 @@ class Supervisor:
 
         The waiter is registered before the job exists, so its end cannot be missed.
         An existing created job of the same caller is started by the same call.
+        The waiter holds to the spec's caller (none: an admin's, who may see any job).
         """
         self._must_watch()
         job = self.job_spec(spec)
         timeout = _wait_seconds(wait, default=float(job.timeout))
-        fut = self.waits.register(job.job_id)
+        fut = self.waits.register(job.job_id, job.caller_id or None)
         try:
             await self._reader.awake()
             reply = await self._submit(job, start=True)
             if reply.verdict is not Verdict.EXISTS:
                 self.waits.created(job.job_id)
             if reply.status in TERMINAL:  # failed at once, or an ended job of this caller
-                self.waits.resolve(job.job_id, await self._result(job.job_id))
+                self.waits.resolve(job.job_id, *await job_result(self.wire, job.job_id))
         except BaseException:
             self.waits.forget(job.job_id, fut)
             raise
         return await self.waits.wait(job.job_id, fut, timeout)
 
-    async def _result(self, job_id: str) -> dict[str, Any]:
-        status, output, error = await self.wire.execute_command(
-            "HMGET", keys.job(job_id), "status", "output", "error"
-        )
-        if status is None:
-            raise JobNotFound(job_id)
-        return result(job_id, status, output, error)
-
     @guarded_job
-    async def output(self, job_id: str, wait: float | None = None) -> dict[str, Any]:
+    async def output(
+        self, job_id: str, wait: float | None = None, caller_id: str | None = None
+    ) -> dict[str, Any]:
+        """``caller_id``: the caller the output is for (None: anyone, an admin);
+        a wait ends as for a missing job once the id holds another caller's job."""
         if not wait:
-            return await self._result(job_id)
+            return (await job_result(self.wire, job_id, caller_id))[0]
         self._must_watch()
-        fut = self.waits.register(job_id)
+        fut = self.waits.register(job_id, caller_id)
         try:
             await self._reader.awake()
-            now = await self._result(job_id)
+            now, owner = await job_result(self.wire, job_id, caller_id)
         except BaseException:
             self.waits.forget(job_id, fut)
             raise
         if now["status"] in TERMINAL:
-            self.waits.resolve(job_id, now)
+            self.waits.resolve(job_id, now, owner)
         return await self.waits.wait(job_id, fut, _wait_seconds(wait, default=MAX_WAIT))
 
     @guarded_job

@@ -16,6 +16,13 @@ outstanding waits) that backs off per job, and skips jobs our actors have
 claimed, whose end the events stream will announce anyway. Not in compat
 mode: there a legacy actor may have popped a copy of the job and end it
 while ours still runs it, and that first end is the job's.
+
+A wait is kept by job id, and an id outlives its job: deleted (or expired)
+while someone waits, it may be taken by another caller, whose job's end then
+ends the wait. So each waiter keeps the caller it was admitted for, and an
+end is handed only to waiters that may see its job (the hash's, or the
+terminal event's, ``caller_id``); the others learn that their job is gone
+(``JobNotFound``, as if they asked now), never the other caller's output.
 """
 
 from __future__ import annotations
@@ -40,17 +47,36 @@ from gateway.supervisor.wire import Wire
 log = logging.getLogger("gateway.supervisor.waits")
 
 Result = dict[str, Any]
-_RESULT_FIELDS = ("status", "output", "error")
+#: A job's end as the hash holds it, with the caller it belongs to.
+_RESULT_FIELDS = ("status", "output", "error", "caller_id")
+
+
+async def job_result(wire: Wire, job_id: str, caller_id: str | None = None) -> tuple[Result, str]:
+    """The job's JobResult and its caller ("" for none), read together;
+    ``JobNotFound`` when there is none, or when ``caller_id`` is given and the
+    id is another caller's by now (its job deleted since the caller's
+    ownership was checked, and the id taken)."""
+    status, output, error, owner = await wire.execute_command(
+        "HMGET", keys.job(job_id), *_RESULT_FIELDS
+    )
+    if status is None or (caller_id is not None and caller_id != (owner or "")):
+        raise JobNotFound(job_id)
+    return result(job_id, status, output, error), owner or ""
 
 
 @dataclass
 class _Wait:
-    futures: list[asyncio.Future[Result]] = field(default_factory=list)
+    #: Each waiter, and the caller it was admitted for (None: it may see every job).
+    futures: dict[asyncio.Future[Result], str | None] = field(default_factory=dict)
     ours: bool = False  # claimed by one of our actors: the events stream will tell
     #: The waiter created the job, so every event of it is of this round.
     created: bool = False
     next_check: float = 0.0
     backoff: float = 0.0
+
+    def sees(self, owner: str) -> bool:
+        """Whether every waiter may see a job of ``owner``."""
+        return all(caller is None or caller == owner for caller in self.futures.values())
 
 
 class WaitHub:
@@ -100,13 +126,15 @@ class WaitHub:
 
     # -- registering -----------------------------------------------------------
 
-    def register(self, job_id: str) -> asyncio.Future[Result]:
-        """Register before the job can end (or before reading its hash), so no end is missed."""
+    def register(self, job_id: str, caller_id: str | None = None) -> asyncio.Future[Result]:
+        """Register before the job can end (or before reading its hash), so no end is missed.
+        ``caller_id``: whose job the waiter was admitted to (None: an admin's
+        wait, or a server without keys, which may see any job)."""
         fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         wait = self._waits.get(job_id)
         if wait is None:
             wait = self._waits[job_id] = _Wait(next_check=time.monotonic() + self._interval)
-        wait.futures.append(fut)
+        wait.futures[fut] = caller_id
         return fut
 
     async def wait(self, job_id: str, fut: asyncio.Future[Result], seconds: float) -> Result:
@@ -118,17 +146,29 @@ class WaitHub:
         finally:
             self.forget(job_id, fut)
 
-    def resolve(self, job_id: str, value: Result | HeroError) -> None:
+    def resolve(self, job_id: str, value: Result, owner: str) -> None:
+        """End the wait with the end of the job ``owner`` (its caller_id, ""
+        for none) holds the id for. A waiter admitted for another caller waited
+        on a job of this id that is gone since: it is told so."""
+        wait = self._waits.pop(job_id, None)
+        if wait is None:
+            return
+        for fut, caller in wait.futures.items():
+            if fut.done():
+                continue
+            if caller is None or caller == owner:
+                fut.set_result(value)
+            else:
+                fut.set_exception(JobNotFound(job_id))
+
+    def fail(self, job_id: str, error: HeroError) -> None:
+        """End the wait with ``error`` for every waiter."""
         wait = self._waits.pop(job_id, None)
         if wait is None:
             return
         for fut in wait.futures:
-            if fut.done():
-                continue
-            if isinstance(value, HeroError):
-                fut.set_exception(value)
-            else:
-                fut.set_result(value)
+            if not fut.done():
+                fut.set_exception(error)
 
     def created(self, job_id: str) -> None:
         """The waiter has just created this job (``run``): its terminal event
@@ -142,8 +182,7 @@ class WaitHub:
         wait = self._waits.get(job_id)
         if wait is None:
             return
-        if fut in wait.futures:
-            wait.futures.remove(fut)
+        wait.futures.pop(fut, None)
         if not wait.futures:
             del self._waits[job_id]
 
@@ -155,13 +194,21 @@ class WaitHub:
             if wait is None:
                 continue
             status = event.status
-            if status in TERMINAL and wait.created and event.output is not None:
-                self.resolve(event.job_id, _from_event(event))
-            elif status in TERMINAL:
-                self._ended.add(event.job_id)
-                self._wake_fetcher.set()
+            if status in TERMINAL:
+                self._ended_by(event, wait)
             elif status == "started" and event.actor and not self._compat:
                 wait.ours = True  # in compat mode a legacy actor may end it first
+
+    def _ended_by(self, event: Event, wait: _Wait) -> None:
+        """A terminal event ends the wait itself when it carries the output of
+        a job the waiter created and every waiter may see the job; else the
+        hash decides (and tells a waiter of another caller its job is gone)."""
+        owner = event.caller_id or ""
+        if wait.created and event.output is not None and wait.sees(owner):
+            self.resolve(event.job_id, _from_event(event), owner)
+        else:
+            self._ended.add(event.job_id)
+            self._wake_fetcher.set()
 
     async def _fetcher(self) -> None:
         while not self._stopping:
@@ -180,11 +227,11 @@ class WaitHub:
         if not ids:
             return
         rows = await self._wire.pipeline([("HMGET", keys.job(j), *_RESULT_FIELDS) for j in ids])
-        for job_id, (status, output, error) in zip(ids, rows, strict=True):
+        for job_id, (status, output, error, owner) in zip(ids, rows, strict=True):
             if status is None:  # deleted while being waited on
-                self.resolve(job_id, JobNotFound(job_id))
+                self.fail(job_id, JobNotFound(job_id))
             elif status in TERMINAL:
-                self.resolve(job_id, result(job_id, status, output, error))
+                self.resolve(job_id, result(job_id, status, output, error), owner or "")
             # else: a late event of an earlier round (a replayed dead letter): keep waiting
 
     # -- sweep path (reply-queue and hash-only actors) -------------------------
@@ -217,14 +264,14 @@ class WaitHub:
             if mine[0] is None:  # its key is of another type: this wait learns nothing now
                 self._later(job_id, now)
                 continue
-            status, output, error = mine[0]
+            status, output, error, owner = mine[0]
             replies = [r for r in mine[1:] if r is not None]  # a refused LINDEX: none
             if status in TERMINAL:
                 with contextlib.suppress(ResponseError):  # the end is the waiter's all the same
                     await self._reconcile(job_id)  # index, event and dependents catch up
-                self.resolve(job_id, result(job_id, status, output, error))
+                self.resolve(job_id, result(job_id, status, output, error), owner or "")
             elif replies:
-                self.resolve(job_id, _from_reply(job_id, replies[0], output, error))
+                self.resolve(job_id, _from_reply(job_id, replies[0], output, error), owner or "")
             else:
                 self._later(job_id, now)
 

@@ -1,0 +1,93 @@
+"""A job id freed by a delete and taken by another caller: what was in place
+for the first job never serves the second. A real gateway, a real
+redis-server, real actors, user keys alice and bob.
+
+alice waits on her job (``job.output`` or ``job.run`` with ``wait``), deletes
+it, and bob runs a job of his under the same id: alice's wait ends as for a
+missing job (-32001), never with bob's output. A subscription of alice's to
+the id sees none of bob's events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from tests import test_server_auth as auth
+from tests.helpers import eventually, job
+from tests.server_support import Rpc, Server
+
+keyring = auth.keyring
+as_ = auth.as_
+
+JOB_ID = "payroll-2026-11-25"
+SECRET = "BOB PRIVATE OUTPUT 42"
+NOT_FOUND = {"code": -32001, "message": f"Job not found: {JOB_ID}", "data": {"job_id": JOB_ID}}
+
+
+PAYROLL = job("print('payroll')", job_id=JOB_ID)
+
+
+async def alice_deletes_and_bob_takes(alice: Rpc, server: Server, bob_key: str) -> None:
+    """alice deletes her job; bob runs one of his under its id, to its end."""
+    assert (await alice.call("job.delete", {"job_id": JOB_ID})) == {"deleted": True}
+    async with as_(server, bob_key) as bob:
+        done = await bob.call(
+            "job.run", {"job": job(f"print({SECRET!r})", job_id=JOB_ID), "wait": 30}
+        )
+        assert done["status"] == "finished" and SECRET in done["output"]
+
+
+async def told_not_found(alice: Rpc, waiting: asyncio.Task[dict[str, Any]]) -> None:
+    assert (await waiting).get("error") == NOT_FOUND
+    assert SECRET not in json.dumps(alice.received)
+
+
+async def test_an_output_wait_on_a_deleted_job_gets_not_found_not_the_next_owners_output(
+    server: Server, keyring: dict[str, str], actors: Any
+) -> None:
+    """The reported attack, step by step."""
+    actors()
+    async with as_(server, keyring["alice"]) as alice:
+        await alice.call("job.create", {"job": PAYROLL})
+        waiting = await alice.sent("job.output", {"job_id": JOB_ID, "wait": 60}, within=40)
+        # barrier: a shorter wait sent after it ends once the first is in place
+        # (both read the job's hash on the one connection, in order)
+        short = await alice.request("job.output", {"job_id": JOB_ID, "wait": 0.2})
+        assert short["error"]["data"] == {"job_id": JOB_ID}  # timed out: the job still exists
+        await alice_deletes_and_bob_takes(alice, server, keyring["bob"])
+        await told_not_found(alice, waiting)
+
+
+async def test_a_run_wait_on_a_deleted_job_gets_not_found_not_the_next_owners_output(
+    server: Server, keyring: dict[str, str], actors: Any, rds: aioredis.Redis
+) -> None:
+    """alice's run waits while no actor serves; she deletes the queued job."""
+    async with as_(server, keyring["alice"]) as alice:
+        waiting = await alice.sent("job.run", {"job": PAYROLL, "wait": 60}, within=40)
+        await eventually(lambda: rds.exists(f"hero:job:{JOB_ID}"))  # submitted: its waiter is in
+        actors()
+        await alice_deletes_and_bob_takes(alice, server, keyring["bob"])
+        await told_not_found(alice, waiting)
+
+
+async def test_a_subscription_to_a_deleted_job_sees_none_of_the_next_owners_events(
+    server: Server, keyring: dict[str, str], actors: Any
+) -> None:
+    """The feed holds to alice's caller (``Subscription.matches``), not to the id alone."""
+    actors()
+    async with as_(server, keyring["alice"]) as alice:
+        for job_id in (JOB_ID, "alice-after"):
+            await alice.call("job.create", {"job": job(job_id=job_id)})
+            await alice.call("job.subscribe", {"job_ids": [job_id]})
+        await alice_deletes_and_bob_takes(alice, server, keyring["bob"])
+        # barrier: alice's own next job's end comes after every event of bob's
+        await alice.call("job.start", {"job_id": "alice-after"})
+        seen = [(await alice.event(20))["event"]]
+        while (seen[-1]["job_id"], seen[-1]["event"]) != ("alice-after", "finished"):
+            seen.append((await alice.event(20))["event"])
+        assert {event["job_id"] for event in seen} == {"alice-after"}
+        assert SECRET not in json.dumps(alice.received)
