@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.model import Event
-from gateway.supervisor import Supervisor, keys
+from gateway.supervisor import Supervisor, keys, subscriptions
 from gateway.supervisor import events as events_module
 from gateway.supervisor.events import LINGER, EventReader
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
@@ -382,6 +382,84 @@ async def test_a_live_event_during_awake_waits_for_the_replay(
     finally:
         await client.aclose()
     assert seen == [*replayed, live]
+
+
+async def _no_awake() -> None:
+    return None
+
+
+async def test_a_replay_decodes_only_the_callers_own_events(
+    redis_url: str, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's ``since: 0`` reads every caller's events: 64 of them at once
+    over 20,000 events held a gateway's CPU for seconds. Only its own are
+    decoded now."""
+    async with rds.pipeline(transaction=False) as pipe:
+        for i in range(3000):
+            pipe.xadd(keys.EVENTS, {"job_id": f"b{i}", "event": "created",
+                                    "status": "created", "caller_id": "bob"})  # fmt: skip
+        await pipe.execute()
+    mine = await rds.xadd(keys.EVENTS, {"job_id": "a1", "event": "created",
+                                        "status": "created", "caller_id": "alice"})  # fmt: skip
+    decoded: list[str] = []
+    real = Event.from_entry.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Event], /, entry_id: str, raw: Mapping[str, str], **kw: Any) -> Event:
+        decoded.append(entry_id)
+        return real(cls, entry_id, raw, **kw)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Event, "from_entry", classmethod(counting))
+    client = Wire(redis_url, "test-replay")
+    try:
+        sub = await Subscriptions(client, awake=_no_awake).subscribe(caller_id="alice", since="0-0")
+        async with asyncio.timeout(5):
+            event = await anext(aiter(sub))
+    finally:
+        await client.aclose()
+    assert (event.job_id, decoded) == ("a1", [mine])
+
+
+async def test_a_replay_after_the_greatest_id_keeps_the_subscription(redis_url: str) -> None:
+    """Redis refuses an exclusive range after the greatest id: that closed the
+    subscription (and the caller's socket, 1013), for a ``since`` the contract
+    allows. There is just nothing to replay (nor any later event)."""
+    client = Wire(redis_url, "test-replay")
+    subs = Subscriptions(client, awake=_no_awake)
+    try:
+        sub = await subs.subscribe(job_ids=["x"], since=f"{2**64 - 1}-{2**64 - 1}")
+        assert sub._replay is not None
+        await asyncio.wait_for(sub._replay, 5)
+        assert not sub.closed and sub._held is None  # replayed, handed over to live events
+    finally:
+        await client.aclose()
+
+
+async def test_one_callers_replays_wait_for_each_other_not_for_others(
+    redis_url: str, rds: aioredis.Redis
+) -> None:
+    """Each caller's replays read REPLAYS_AT_ONCE at a time: subscribers that
+    do not read hold their caller's turns, and only theirs."""
+    for i in range(3):
+        for caller in ("alice", "bob"):
+            await rds.xadd(keys.EVENTS, {"job_id": f"{caller}{i}", "status": "created",
+                                         "caller_id": caller})  # fmt: skip
+    client = Wire(redis_url, "test-replay")
+    subs = Subscriptions(client, awake=_no_awake, maxsize=1)
+    try:
+        stuck = [await subs.subscribe(caller_id="alice", since="0-0")
+                 for _ in range(subscriptions.REPLAYS_AT_ONCE)]  # fmt: skip
+        waiting = await subs.subscribe(caller_id="alice", since="0-0")
+        other = await subs.subscribe(caller_id="bob", since="0-0")
+        async with asyncio.timeout(5):
+            assert (await anext(aiter(other))).job_id == "bob0"
+        await asyncio.sleep(0.2)
+        assert waiting._queue.empty()  # its turn has not come
+        for sub in stuck:
+            subs.unsubscribe(sub.id)
+        async with asyncio.timeout(5):
+            assert (await anext(aiter(waiting))).job_id == "alice0"
+    finally:
+        await client.aclose()
 
 
 async def test_a_wait_for_output_after_a_sleep_is_answered_by_the_events(drowsy: Any) -> None:

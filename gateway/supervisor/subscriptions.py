@@ -24,6 +24,11 @@ from gateway.supervisor.connection import UNAVAILABLE, Commands
 from gateway.supervisor.replies import entries
 
 _REPLAY_PAGE = 1000
+#: Replays of one caller reading the events stream at once (see _run_replay).
+REPLAYS_AT_ONCE = 2
+#: The greatest stream id: a replay after it has nothing to read (and Redis
+#: refuses the exclusive range that would say so).
+_LAST_ID = StreamId(2**64 - 1, 2**64 - 1)
 
 
 class SubscriptionOverflow(Exception):
@@ -50,11 +55,16 @@ class Subscription:
         self.closed = False
 
     def matches(self, event: Event) -> bool:
-        if self._job_ids is not None and event.job_id not in self._job_ids:
+        return self.wants(event.job_id, event.caller_id or "", event.script_type)
+
+    def wants(self, job_id: str, caller_id: str, script_type: str) -> bool:
+        """Whether an event of this job, caller ("" for none) and type is this
+        subscription's: asked of a stream entry's fields before it is decoded."""
+        if self._job_ids is not None and job_id not in self._job_ids:
             return False
-        if self._caller_id is not None and (event.caller_id or "") != self._caller_id:
+        if self._caller_id is not None and caller_id != self._caller_id:
             return False
-        return self._script_type is None or event.script_type == self._script_type
+        return self._script_type is None or script_type == self._script_type
 
     def offer(self, event: Event) -> None:
         """A live event: buffered, parked while a replay runs, or the end of a slow subscriber."""
@@ -105,6 +115,8 @@ class Subscriptions:
         self._awake = awake
         self._maxsize = maxsize
         self._subs: dict[str, Subscription] = {}
+        #: per caller (None: admins' and the Python API's), see _run_replay
+        self._replaying: dict[str | None, asyncio.Semaphore] = {}
 
         # who may want an event: by job id, by script type, or every event;
         # an event is matched against those few, not against every subscription
@@ -191,24 +203,34 @@ class Subscriptions:
 
     async def _run_replay(self, sub: Subscription, since: str) -> None:
         """Replay runs beside the subscriber and waits for it (backpressure), then
-        hands over to the live events parked meanwhile, skipping any already replayed."""
+        hands over to the live events parked meanwhile, skipping any already replayed.
+
+        A replay from ``0`` reads the whole stream (100,000 entries by default,
+        every caller's): only the entries the subscription wants are decoded,
+        and each caller's replays read ``REPLAYS_AT_ONCE`` at a time, so one
+        asking for many cannot take the gateway's CPU from everyone else."""
         cursor = since
         last = StreamId.parse(since)
         try:
-            while True:
-                page = entries(
-                    await self._client.execute_command(
-                        "XRANGE", keys.EVENTS, f"({cursor}", "+", "COUNT", _REPLAY_PAGE
+            replaying = self._replaying.setdefault(
+                sub._caller_id, asyncio.Semaphore(REPLAYS_AT_ONCE)
+            )
+            async with replaying:
+                while last < _LAST_ID:  # no entry comes after the greatest id
+                    page = entries(
+                        await self._client.execute_command(
+                            "XRANGE", keys.EVENTS, f"({cursor}", "+", "COUNT", _REPLAY_PAGE
+                        )
                     )
-                )
-                for entry_id, fields in page:
-                    event = Event.from_entry(entry_id, fields)
-                    last = event.id
-                    if sub.matches(event):
-                        await sub._queue.put(event)
-                if len(page) < _REPLAY_PAGE:
-                    break
-                cursor = page[-1][0]
+                    for entry_id, fields in page:
+                        if sub.wants(fields.get("job_id", ""), fields.get("caller_id", ""),
+                                     fields.get("script_type", "")):  # fmt: skip
+                            await sub._queue.put(Event.from_entry(entry_id, fields))
+                    if page:
+                        last = StreamId.lenient(page[-1][0])
+                    if len(page) < _REPLAY_PAGE:
+                        break
+                    cursor = page[-1][0]
         except (*UNAVAILABLE, ResponseError):  # a refused read too: never a silent stall
             sub.close()
             return
