@@ -61,6 +61,7 @@ def limits(config: Config) -> Limits:
     return Limits(
         max_message_bytes=config.max_message_bytes,
         max_inflight=config.max_inflight,
+        max_batch=config.max_batch,
         max_unsent_bytes=config.max_unsent_bytes,
         unsent_grace=config.unsent_grace,
         auth_timeout=config.auth_timeout,

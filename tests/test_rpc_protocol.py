@@ -580,6 +580,19 @@ async def test_parse_dispatch_encode_split() -> None:
     assert encode_reply(frame, [None, None]) is None
 
 
+def test_a_batch_longer_than_the_cap_is_one_invalid_request() -> None:
+    assert len(parse_frame("[" + ",".join(["1"] * 5) + "]", max_batch=5).elements) == 5
+    frame = parse_frame("[" + ",".join(["1"] * 6) + "]", max_batch=5)
+    assert not frame.batch and frame.elements == (
+        Failure(
+            None,
+            codes.INVALID_REQUEST,
+            "Invalid Request",
+            {"message": "a batch may hold at most 5 elements", "limit": 5},
+        ),
+    )
+
+
 def test_single_frames_are_not_batches() -> None:
     assert not parse_frame("{}").batch
     assert not parse_frame("[]").batch

@@ -9,6 +9,7 @@ subprocess itself).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import select
@@ -26,7 +27,15 @@ from websockets.sync.client import connect as ws_connect
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
 from gateway.supervisor import keys
 from tests import raw_ws
-from tests.server_support import MAX_MESSAGE_BYTES, Rpc, Server, post, req, running_server
+from tests.server_support import (
+    MAX_MESSAGE_BYTES,
+    Rpc,
+    Server,
+    http_post,
+    post,
+    req,
+    running_server,
+)
 
 MAX_UNSENT = 256 * 1024
 GRACE = 2.0
@@ -133,6 +142,57 @@ def test_a_client_that_never_reads_at_all_is_let_go(bounded_server: Server) -> N
             time.sleep(0.5)
     finally:
         sock.close()
+
+
+#: A frame no honest client sends: as many two-byte invalid elements as a
+#: message may hold. Each used to cost the gateway a 129-byte -32600 answer.
+TINY_ELEMENTS = "[" + ",".join(["1"] * (MAX_MESSAGE_BYTES // 2 - 8)) + "]"
+
+
+def assert_one_refusal(reply: str | bytes, sent: str) -> None:
+    """One -32600 for the whole batch (not one per element), naming the limit."""
+    assert len(reply) < len(sent) // 100, len(reply)
+    error = json.loads(reply)["error"]
+    assert error["code"] == -32600
+    assert str(error["data"]["limit"]) in error["data"]["message"]
+
+
+async def test_a_batch_over_the_element_cap_is_one_refusal_on_both_transports(
+    server: Server,
+) -> None:
+    async with websockets.connect(server.ws, max_size=None) as ws:
+        await ws.send(TINY_ELEMENTS)
+        assert_one_refusal(await asyncio.wait_for(ws.recv(), 30), TINY_ELEMENTS)
+    status, raw, _ = await asyncio.to_thread(http_post, f"{server.http}/rpc", TINY_ELEMENTS)
+    assert status == 200
+    assert_one_refusal(raw, TINY_ELEMENTS)
+
+
+def test_clients_that_never_read_their_invalid_batches_stay_bounded(
+    bounded_server: Server,
+) -> None:
+    """Six sockets that never read send batches of invalid elements: what waits
+    for them stays near MAX_UNSENT each, and the gateway's RSS within +20 MB."""
+    pid = bounded_server.proc.pid
+    discover_over_ws(bounded_server, 50)
+    baseline = rss_kb(pid)
+    peaks = [baseline]
+    data = raw_ws.frame(TINY_ELEMENTS.encode()) * 4
+    socks = [raw_ws.connect(bounded_server.port, rcvbuf=4096) for _ in range(6)]
+    try:
+        for sock in socks:
+            sock.settimeout(0.2)
+            with contextlib.suppress(TimeoutError):
+                sock.sendall(data)
+        until = time.monotonic() + GRACE / 2  # within the grace: nothing closed yet
+        while time.monotonic() < until:
+            peaks.append(rss_kb(pid))
+            time.sleep(0.1)
+    finally:
+        for sock in socks:
+            sock.close()
+    assert max(peaks) - baseline < RSS_GROWTH_LIMIT_KB, (baseline, max(peaks))
+    discover_over_ws(bounded_server, 1)
 
 
 def test_a_client_that_reads_slowly_gets_every_answer(bounded_server: Server) -> None:

@@ -48,6 +48,12 @@ class ServeSettings:
         "Requests one connection may have running at once; the excess are answered -32006.",
         ("serve",),
     )
+    max_batch: int = setting(
+        256,
+        parse_int,
+        "Most elements one JSON-RPC batch may hold; a longer batch is answered with one -32600.",
+        ("serve",),
+    )
     max_unsent_bytes: int = setting(
         1_048_576,
         parse_int,

@@ -39,7 +39,7 @@ from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator
 from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit
 from gateway.rpc.messages import Failure
-from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
+from gateway.rpc.protocol import MAX_BATCH, encode_reply, encode_response, parse_frame
 from gateway.rpc.revocation import Revoker
 from gateway.rpc.websocket import Connection
 from gateway.web import web_routes
@@ -58,6 +58,8 @@ class Limits:
 
     max_message_bytes: int = 1_048_576
     max_inflight: int = 64
+    #: Most elements of one batch; a longer one is answered with one -32600.
+    max_batch: int = MAX_BATCH
     #: Reply bytes a WebSocket may leave unread before the gateway stops reading it.
     max_unsent_bytes: int = 1_048_576
     #: Seconds a WebSocket over ``max_unsent_bytes`` gets to read before it is closed 1008.
@@ -179,6 +181,7 @@ class Gateway:
             services.supervisor,
             max_message_bytes=self.limits.max_message_bytes,
             max_inflight=self.limits.max_inflight,
+            max_batch=self.limits.max_batch,
             max_unsent_bytes=self.limits.max_unsent_bytes,
             unsent_grace=self.limits.unsent_grace,
             auth_timeout=self.limits.auth_timeout,
@@ -209,7 +212,7 @@ class Gateway:
             mode = await auth.mode(request.headers.get("authorization"))
         except HeroError as exc:
             return _http_error(exc)
-        frame = parse_frame(body)
+        frame = parse_frame(body, self.limits.max_batch)
         refuse = SHUTTING_DOWN_MESSAGE if self.draining else None
         elements, _ = admit(frame, Budget(self.limits.max_inflight), refuse)
         responses = await mode.dispatcher.dispatch_many(elements, CallContext(mode.identity))

@@ -18,6 +18,9 @@ Conformance notes (JSON-RPC 2.0):
 - unparseable text (including invalid UTF-8, NaN/Infinity, nesting deeper
   than the parser handles) → one -32700 with id null;
 - ``[]`` → one -32600 (not an array); a non-object batch element → -32600;
+- a batch of more than ``max_batch`` elements → one -32600 (not an array)
+  naming the limit: answered element by element, two bytes of ``1,`` would
+  cost a 129-byte answer each, so a 1 MB frame became a 67 MB reply;
 - a Request with a wrong ``jsonrpc``, ``method``, ``params`` or ``id`` type, or
   with members the spec does not define, → -32600, echoing its id when the id
   itself is valid, null otherwise;
@@ -50,14 +53,23 @@ log = logging.getLogger("gateway.rpc")
 
 _MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
+#: Most elements of a batch, where the transport does not say (HERO_MAX_BATCH).
+MAX_BATCH = 256
 
-def parse_frame(data: str | bytes) -> Frame:
-    """A frame's elements; a parse error or ``[]`` is one pre-answered element."""
+
+def parse_frame(data: str | bytes, max_batch: int = MAX_BATCH) -> Frame:
+    """A frame's elements; a parse error, ``[]`` or a batch longer than
+    ``max_batch`` is one pre-answered element."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
         value = _DECODE(text)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int limits
         return Frame((Failure(None, codes.PARSE_ERROR, codes.PARSE_ERROR_MESSAGE),), batch=False)
+    if isinstance(value, list) and len(value) > max_batch:
+        why = f"a batch may hold at most {max_batch} elements"
+        detail = {"message": why, "limit": max_batch}
+        too_long = Failure(None, codes.INVALID_REQUEST, codes.INVALID_REQUEST_MESSAGE, detail)
+        return Frame((too_long,), batch=False)
     unicode = wellformed.may_hold_surrogates(text)
     check = unicode or wellformed.may_be_deep(text)
     if isinstance(value, list):

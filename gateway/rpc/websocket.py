@@ -75,6 +75,7 @@ class Connection:
         *,
         max_message_bytes: int,
         max_inflight: int,
+        max_batch: int,
         max_unsent_bytes: int,
         unsent_grace: float,
         auth_timeout: float,
@@ -85,6 +86,7 @@ class Connection:
         self._auth = auth
         self._max_bytes = max_message_bytes
         self._budget = Budget(max_inflight)
+        self._max_batch = max_batch
         self._outbox = Outbox(max_unsent_bytes)
         self._grace = unsent_grace
         self._auth_timeout = auth_timeout
@@ -170,7 +172,7 @@ class Connection:
     # -- frames ----------------------------------------------------------------------
 
     async def _on_frame(self, data: str | bytes) -> None:
-        frame = parse_frame(data)
+        frame = parse_frame(data, self._max_batch)
         if self._draining():
             elements, taken = admit(frame, self._budget, refuse=SHUTTING_DOWN_MESSAGE)
         elif _is_login(frame):
