@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -163,7 +164,22 @@ async def test_without_credentials_every_call_is_minus_32004(
             assert caught.value.code == -32004
         assert (await anonymous.call("rpc.discover"))["openrpc"]  # the contract is public
     status, answer = await post(f"{server.http}/rpc", req("auth.whoami", id=1))
-    assert status == 200 and answer["error"]["code"] == -32004
+    assert status == 401 and answer["error"]["code"] == -32004
+
+
+async def test_a_post_without_credentials_is_refused_before_its_body_is_read(
+    server: Server, keyring: dict[str, str]
+) -> None:
+    """With keys, a POST showing none is 401 whatever its body: text that does
+    not parse, a batch, a public method. A body that never comes is not waited for."""
+    for body in ("{", "[" + ",".join(["1"] * 1000) + "]", json.dumps(req("rpc.discover", id=1))):
+        status, raw, headers = await asyncio.to_thread(http_post, f"{server.http}/rpc", body)
+        assert (status, json.loads(raw)["error"]["code"]) == (401, -32004), body[:20]
+        assert headers["www-authenticate"].startswith("Bearer")
+    head = b"POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(head)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 401 ")
 
 
 async def test_bearer_header_on_the_upgrade_and_on_post(

@@ -198,20 +198,28 @@ class Gateway:
 
     async def _http_rpc(self, request: Request) -> Response:
         """One frame per POST. Answers are 200 with the JSON-RPC reply (errors
-        included), 204 when the frame held only notifications; a body over the
-        size limit is 413 and a bad Authorization header 401, each with a
-        JSON-RPC error object as body. A single request answered -32007
-        (Redis unavailable) is a 503 with ``Retry-After``, like a refused key check."""
+        included), 204 when the frame held only notifications; a bad
+        Authorization header, or none while keys exist, is 401 and a body over
+        the size limit 413, each with a JSON-RPC error object as body. A
+        single request answered -32007 (Redis unavailable) is a 503 with
+        ``Retry-After``, like a refused key check.
+
+        Who is asking is settled before the body is read: an HTTP request has
+        no session to ``auth.login`` on, so without a valid key (while keys
+        exist) no answer but -32004 could come of it, and a frame no one may
+        send costs nothing to parse or answer."""
         _, auth = self._ready()
+        try:
+            mode = await auth.mode(request.headers.get("authorization"))
+        except HeroError as exc:
+            return _http_error(exc)
+        if mode.identity is None:
+            return _http_error(Unauthenticated("Authenticate first: Authorization header"))
         body = await _read_body(request, self.limits.max_message_bytes)
         if body is None:
             return _json_error(
                 413, -32600, "Request too large", {"limit": self.limits.max_message_bytes}
             )
-        try:
-            mode = await auth.mode(request.headers.get("authorization"))
-        except HeroError as exc:
-            return _http_error(exc)
         frame = parse_frame(body, self.limits.max_batch)
         refuse = SHUTTING_DOWN_MESSAGE if self.draining else None
         elements, _ = admit(frame, Budget(self.limits.max_inflight), refuse)
