@@ -7,7 +7,8 @@ No credential reaches a log line, at any level: the handler ``setup``
 installs carries ``Redact``, which masks API keys and Authorization header
 values in every record it writes, whoever logged it. That matters at debug
 level, where uvicorn's and websockets' own loggers print every upgrade's
-request headers, ``Authorization: Bearer hgk_…`` included.
+request headers, ``Authorization: Bearer hgk_…`` included. Frames are kept
+out whole (``NoFrames``): what they carry cannot be masked by pattern.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import re
 import sys
 import time
 from typing import Any
+
+from websockets.frames import Frame as WebSocketFrame
 
 from gateway.supervisor.auth import KEY_PREFIX
 
@@ -46,6 +49,24 @@ def redact(text: str) -> str:
     for pattern in _SECRETS:
         text = pattern.sub(rf"\g<1>{MASK}", text)
     return text
+
+
+class NoFrames(logging.Filter):
+    """Drops every record that carries a WebSocket frame.
+
+    The websockets library's sans-I/O protocol, which uvicorn's
+    ``websockets-sansio`` implementation drives (logging as ``uvicorn.error``),
+    logs each frame sent or received at debug level: ``< TEXT '…'``. Frames
+    carry API keys (``auth.login``) and env_vars (``job.create``, ``job.get``),
+    and the library cuts a long frame to its head and tail, so a key may
+    appear without the ``hgk_`` prefix ``Redact`` finds it by. Told apart by
+    the record's argument (a ``websockets.frames.Frame``), not by its text, so
+    the connection's own records stay: the upgrade and its headers (masked),
+    the state changes, EOF."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, WebSocketFrame) for arg in args)
 
 
 class Redact(logging.Filter):
@@ -106,6 +127,7 @@ def setup(level: str = "info", fmt: str = "json") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(NoFrames())  # first: a frame's text is never even formatted
     handler.addFilter(Redact())
     root = logging.getLogger()
     root.handlers[:] = [handler]

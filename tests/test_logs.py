@@ -6,7 +6,9 @@ import json
 import logging
 import sys
 
-from gateway.logs import MASK, JsonFormatter, Redact, TextFormatter, redact
+from websockets.frames import Frame, Opcode
+
+from gateway.logs import MASK, JsonFormatter, NoFrames, Redact, TextFormatter, redact
 
 
 def record() -> logging.LogRecord:
@@ -57,3 +59,14 @@ def test_header_pairs_and_url_passwords_are_masked_too() -> None:
     assert redact(pairs) == f"[(b'authorization', b'{MASK}'), (b'host', b'x')]"
     assert redact("redis://:s3cret@127.0.0.1:6379/0") == f"redis://:{MASK}@127.0.0.1:6379/0"
     assert redact('{"Authorization": "Basic dXNlcjpw"}') == f'{{"Authorization": "{MASK}"}}'
+
+
+def test_records_carrying_a_websocket_frame_are_dropped_whatever_their_level() -> None:
+    """As websockets logs a frame: its text cut to head and tail, so the end of
+    a key shows without the prefix a pattern could find it by."""
+    frame = Frame(Opcode.TEXT, b'{"method":"auth.login","params":{"key":"hgk_' + b"k" * 43 + b'"}}')
+    for level in (logging.DEBUG, logging.ERROR):
+        rec = logging.LogRecord("uvicorn.error", level, __file__, 1, "< %s", (frame,), None)
+        assert not NoFrames().filter(rec)
+    state = logging.LogRecord("uvicorn.error", logging.DEBUG, __file__, 1, "= %s", ("OPEN",), None)
+    assert NoFrames().filter(state)

@@ -205,3 +205,28 @@ async def test_no_credential_reaches_the_log_at_debug_level(
     assert admin_key not in log
     assert admin_key.removeprefix("hgk_") not in log
     assert "hgk_not-a-real-key" not in log
+
+
+async def test_no_frame_text_reaches_the_log_at_debug_level(
+    keyed_server: Server, admin_key: str
+) -> None:
+    """Frames carry keys (auth.login) and env_vars (job.create, job.get): no
+    part of their text is logged, not even the tail websockets keeps of a long
+    frame, whose key prefix is cut away. Connection-level records stay."""
+    secret = "hunter2-very-secret"
+    env = {"DB_PASSWORD": secret}
+    spec = {"script": "print(1)", "script_type": "python", "job_id": "env", "env_vars": env}
+    async with Rpc.connect(keyed_server.ws) as client:
+        assert (await client.call("auth.login", {"key": admin_key}))["scope"] == "admin"
+        await client.call("job.create", {"job": spec})
+        got = await client.call("job.get", {"job_id": "env"})
+        assert got["env_vars"] == env
+    header = {"Authorization": f"Bearer {admin_key}"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "job.get", "params": {"job_id": "env"}}
+    status, body = await post(f"{keyed_server.http}/rpc", call, header)
+    assert (status, body["result"]["env_vars"]) == (200, env)
+    log = keyed_server.log()
+    for text in (admin_key.removeprefix("hgk_"), secret):
+        pieces = [text[i : i + 10] for i in range(len(text) - 9)]
+        assert not [piece for piece in pieces if piece in log]
+    assert "connection is OPEN" in log and "GET /ws" in log
