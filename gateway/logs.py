@@ -5,7 +5,7 @@ a log pipeline can filter by job id without parsing messages.
 
 No credential reaches a log line, at any level: the handler ``setup``
 installs carries ``Redact``, which masks API keys and Authorization header
-values in every record it writes, whoever logged it. That matters at debug
+values (and cookies) in every record it writes, whoever logged it. That matters at debug
 level, where uvicorn's and websockets' own loggers print every upgrade's
 request headers, ``Authorization: Bearer hgk_…`` included. Frames are kept
 out whole (``NoFrames``): what they carry cannot be masked by pattern.
@@ -38,8 +38,12 @@ MASK = "[redacted]"
 _SECRETS = (
     re.compile(rf"(){re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"),  # an API key, anywhere
     re.compile(r"(?i)(\bbearer\s+)[^\s'\"]+"),  # a bearer token
-    # an Authorization header's value, as "name: value" or a ("name", "value") pair
-    re.compile(r"(?i)(\b(?:proxy-)?authorization\b['\"]?\s*[:=,]\s*(?:b?['\"])?)[^\r\n'\"]+"),
+    # an Authorization or Cookie header's value, as "name: value" or a ("name",
+    # "value") pair (a browser sends every localhost cookie, other programs' too)
+    re.compile(
+        r"(?i)(\b(?:(?:proxy-)?authorization|(?:set-)?cookie)\b['\"]?\s*[:=,]\s*(?:b?['\"])?)"
+        r"[^\r\n'\"]+"
+    ),
     re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),  # a URL's password
 )
 

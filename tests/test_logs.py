@@ -61,6 +61,16 @@ def test_header_pairs_and_url_passwords_are_masked_too() -> None:
     assert redact('{"Authorization": "Basic dXNlcjpw"}') == f'{{"Authorization": "{MASK}"}}'
 
 
+def test_cookies_are_masked() -> None:
+    """A browser sends the page every cookie of localhost, other programs' sessions too."""
+    assert redact("< Cookie: sid=s3cret; theme=dark") == f"< Cookie: {MASK}"
+    assert redact("[(b'cookie', b'sid=s3cret'), (b'host', b'x')]") == (
+        f"[(b'cookie', b'{MASK}'), (b'host', b'x')]"
+    )
+    assert redact("> Set-Cookie: sid=s3cret; HttpOnly") == f"> Set-Cookie: {MASK}"
+    assert redact("cookies are fine: 3 jobs") == "cookies are fine: 3 jobs"
+
+
 def test_records_carrying_a_websocket_frame_are_dropped_whatever_their_level() -> None:
     """As websockets logs a frame: its text cut to head and tail, so the end of
     a key shows without the prefix a pattern could find it by."""
