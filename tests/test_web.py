@@ -206,6 +206,33 @@ async def test_browser_asks_for_a_key_and_uses_it(
         await page.screenshot(path=str(ARTIFACTS / "web-page-auth.png"), full_page=True)
 
 
+async def test_a_refused_key_is_told_apart_from_a_missing_one(
+    server: Server, sup: Supervisor, browser: Any
+) -> None:
+    """A wrong key, or one revoked while the page is open, used to read "this
+    gateway needs an API key", as if none had been entered."""
+    store = KeyStore(sup.wire, sup.config.redis)
+    key = await store.create("soon-revoked", "admin")
+    await store.create("stays", "admin")  # with no key left a loopback gateway is open
+    page, errors = await open_page(browser, server.http + "/")
+    refused = (
+        "document.getElementById('notice').textContent === "
+        "'The gateway refused this key (Unknown or revoked API key): enter another one above.'"
+    )
+    await page.fill("#key", "hgk_" + "x" * 43)
+    await page.click("#auth button[type=submit]")
+    await page.wait_for_function(refused, timeout=10_000)
+    await page.fill("#key", key)
+    await page.click("#auth button[type=submit]")
+    await page.wait_for_function(
+        "document.getElementById('who').textContent.includes('soon-revoked (admin)')",
+        timeout=10_000,
+    )
+    assert await store.revoke("soon-revoked")
+    await page.wait_for_function(refused, timeout=15_000)
+    assert errors == [], errors
+
+
 # -- the console: detail, filters, live chart, DLQ, a user's own jobs -----------------------
 
 

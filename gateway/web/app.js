@@ -22,6 +22,7 @@ import { LiveChart } from "/web/live.js";
 import { drawReport } from "/web/report.js";
 
 const KEY_STORAGE = "hero-gateway-key";
+const keyGiven = () => Boolean(sessionStorage.getItem(KEY_STORAGE));
 const POLL_MS = 2000;
 const REPORT_MS = 15000;
 const MAX_JOBS = 200;
@@ -79,7 +80,7 @@ async function start() {
   try {
     await client.connect();
   } catch (err) {
-    if (hero === client) notice(explain(err));
+    if (hero === client) notice(explain(err, keyGiven()));
   }
 }
 
@@ -92,7 +93,7 @@ function onStatus(client, status, detailed) {
       : status === "open" ? "connected"
       : status;
   if (status === "open") onOpen(client);
-  if (status === "failed") notice(explain(detailed));
+  if (status === "failed") notice(explain(detailed, keyGiven()));
 }
 
 async function onOpen(client) {

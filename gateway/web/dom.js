@@ -38,10 +38,16 @@ export function statusBadge(status) {
   return el("span", { class: `status status-${status}`, text: status });
 }
 
-/** A message for the operator (the client's typed errors, never a stack). */
-export function explain(err) {
+/**
+ * A message for the operator (the client's typed errors, never a stack).
+ * `keyGiven`: the page sent a key, so a refusal means that key (wrong, or
+ * revoked while the page was open), not that one is missing.
+ */
+export function explain(err, keyGiven = false) {
   if (err instanceof Unauthenticated || (err instanceof RpcError && err.code === -32004)) {
-    return "This gateway needs an API key: enter one above.";
+    return keyGiven
+      ? `The gateway refused this key (${err.message}): enter another one above.`
+      : "This gateway needs an API key: enter one above.";
   }
   if (err instanceof RpcError) return `${err.message} (code ${err.code})`;
   return err && err.message ? err.message : String(err);
