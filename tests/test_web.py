@@ -178,6 +178,12 @@ async def test_browser_runs_a_job_and_stops_a_long_one(
     assert errors == [], errors
 
 
+async def enter_key(page: Any, key: str) -> None:
+    """Type ``key`` into the console's key field and submit it."""
+    await page.fill("#key", key)
+    await page.click("#auth button[type=submit]")
+
+
 async def test_browser_asks_for_a_key_and_uses_it(
     server: Server, sup: Supervisor, browser: Any
 ) -> None:
@@ -187,8 +193,7 @@ async def test_browser_asks_for_a_key_and_uses_it(
         "document.getElementById('notice').textContent.includes('needs an API key')",
         timeout=10_000,
     )
-    await page.fill("#key", key)
-    await page.click("#auth button[type=submit]")
+    await enter_key(page, key)
     await page.wait_for_function(
         "document.getElementById('who').textContent.includes('browser (admin)')",
         timeout=10_000,
@@ -219,11 +224,9 @@ async def test_a_refused_key_is_told_apart_from_a_missing_one(
         "document.getElementById('notice').textContent === "
         "'The gateway refused this key (Unknown or revoked API key): enter another one above.'"
     )
-    await page.fill("#key", "hgk_" + "x" * 43)
-    await page.click("#auth button[type=submit]")
+    await enter_key(page, "hgk_" + "x" * 43)
     await page.wait_for_function(refused, timeout=10_000)
-    await page.fill("#key", key)
-    await page.click("#auth button[type=submit]")
+    await enter_key(page, key)
     await page.wait_for_function(
         "document.getElementById('who').textContent.includes('soon-revoked (admin)')",
         timeout=10_000,
@@ -526,8 +529,7 @@ async def test_console_admin_replays_the_dlq_and_a_user_sees_only_its_jobs(
     await sup.run(job("print('bob')", caller_id="bob"), wait=30)
     purged_alices = alices["job_id"]
     alices = await sup.run(job("print('alice')", caller_id="alice"), wait=30)
-    await page.fill("#key", alice_key)
-    await page.click("#auth button[type=submit]")
+    await enter_key(page, alice_key)
     await page.wait_for_function(
         "document.getElementById('who').textContent.includes('alice (user)')", timeout=10_000
     )
