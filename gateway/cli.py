@@ -20,7 +20,14 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gateway import __version__, logs
-from gateway.config import add_arguments, markdown_table, redacted, resolve
+from gateway.config import (
+    add_arguments,
+    argument_type,
+    markdown_table,
+    positive_int,
+    redacted,
+    resolve,
+)
 from gateway.supervisor.keys import IDENT_PATTERN
 
 Command = Callable[[argparse.Namespace], int]
@@ -96,7 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--script-type", required=True, type=_ident, help="script type to serve")
     p.add_argument("--group", type=_ident, help="group this instance belongs to")
     p.add_argument("--instance", type=_ident, help="instance name (default host-pid)")
-    p.add_argument("--concurrency", type=int, default=1, help="jobs run at once (default 1)")
+    p.add_argument(
+        "--concurrency",
+        type=argument_type(positive_int),
+        default=1,
+        help="jobs run at once (default 1)",
+    )
     p.add_argument("--handler", help="module:function to run jobs with (SDK handler)")
     add_arguments(p, "actor")
     p.set_defaults(func=cmd_actor)

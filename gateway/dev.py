@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gateway.config import SETTINGS, Config, add_arguments, resolve
+from gateway.config import SETTINGS, Config, add_arguments, argument_type, parse_port, resolve
 from gateway.embedded_redis import EmbeddedRedis, bind_error, dies_with_parent
 from gateway.paths import clear_dev_record, state_dir, write_dev_record
 
@@ -209,7 +209,7 @@ def add_command(sub: Any) -> None:
     p = sub.add_parser("dev", help="run redis (embedded unless --redis-url), gateway and an actor")
     p.add_argument(
         "--redis-port",
-        type=int,
+        type=argument_type(parse_port),
         default=DEV_REDIS_PORT,
         help=f"port of the embedded redis-server (default {DEV_REDIS_PORT})",
     )

@@ -26,6 +26,7 @@ PREFIX = {
 
 #: A valid value unlike the default, for settings whose parser takes only some words.
 WORDS = {
+    "redis_url": "redis://127.0.0.1:1/0",
     "script_types": "a,b,python",
     "stream_types": "osis",
     "legacy_queues": "python=actor_queue,osis=work_queue+actor_queue",

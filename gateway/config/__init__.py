@@ -19,11 +19,12 @@ from gateway.config.resolve import (
     SETTINGS,
     Config,
     add_arguments,
+    argument_type,
     markdown_table,
     redacted,
     resolve,
 )
-from gateway.config.setting import Setting
+from gateway.config.setting import Setting, parse_port, positive_int
 
 __all__ = [
     "DEFAULTS",
@@ -35,7 +36,10 @@ __all__ = [
     "Config",
     "Setting",
     "add_arguments",
+    "argument_type",
     "markdown_table",
+    "parse_port",
+    "positive_int",
     "redacted",
     "resolve",
 ]

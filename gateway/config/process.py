@@ -6,10 +6,13 @@ from dataclasses import dataclass
 
 from gateway.config.setting import (
     EVERY_COMMAND,
+    non_negative,
+    non_negative_int,
     one_of,
     parse_bool,
-    parse_float,
-    parse_int,
+    parse_port,
+    positive,
+    positive_int,
     setting,
 )
 
@@ -26,7 +29,7 @@ class ServeSettings:
     )
     port: int = setting(
         8080,
-        parse_int,
+        parse_port,
         "Port the gateway listens on.",
         ("serve", "dev"),
     )
@@ -38,13 +41,13 @@ class ServeSettings:
     )
     max_message_bytes: int = setting(
         1_048_576,
-        parse_int,
+        positive_int,
         "Largest JSON-RPC message in bytes (WebSocket message: close 1009; HTTP body: 413).",
         ("serve",),
     )
     max_inflight: int = setting(
         64,
-        parse_int,
+        positive_int,
         "Requests one connection may have running at once; the excess are answered -32006.",
         ("serve",),
     )
@@ -56,52 +59,52 @@ class ServeSettings:
     )
     max_unsent_bytes: int = setting(
         1_048_576,
-        parse_int,
+        positive_int,
         "Reply bytes a WebSocket may leave unread; past it the gateway stops reading that socket.",
         ("serve",),
     )
     unsent_grace: float = setting(
         10.0,
-        parse_float,
+        non_negative,
         "Seconds a WebSocket over --max-unsent-bytes gets to read before it is closed with 1008.",
         ("serve",),
     )
     auth_timeout: float = setting(
         10.0,
-        parse_float,
+        positive,
         "Seconds a WebSocket opened without a key (while keys exist) gets to auth.login "
         "before it is closed with 1008.",
         ("serve",),
     )
     header_timeout: float = setting(
         10.0,
-        parse_float,
+        positive,
         "Seconds a client gets to send a request's complete HTTP headers before the "
         "connection is closed.",
         ("serve",),
     )
     max_connections: int = setting(
         4096,
-        parse_int,
+        positive_int,
         "Connections one gateway process serves at once; past it a WebSocket upgrade or an "
         "HTTP request is answered 503.",
         ("serve",),
     )
     ping_interval: float = setting(
         20.0,
-        parse_float,
+        non_negative,
         "Seconds between WebSocket keepalive pings (0: no pings).",
         ("serve",),
     )
     ping_timeout: float = setting(
         20.0,
-        parse_float,
+        non_negative,
         "Seconds a client has to answer a keepalive ping before its socket is closed.",
         ("serve",),
     )
     shutdown_grace: float = setting(
         10.0,
-        parse_float,
+        non_negative,
         "On SIGTERM, seconds in-flight calls get to finish before sockets close with 1012.",
         ("serve",),
     )
@@ -139,38 +142,38 @@ class JobSettings:
     )
     job_uid: int = setting(
         65534,
-        parse_int,
+        non_negative_int,
         "Host uid and gid python jobs run as when the actor runs as root.",
         ("actor", "dev"),
     )
     job_memory_mb: int = setting(
         1024,
-        parse_int,
+        positive_int,
         "Memory of a whole python job in MiB (its cgroup; else per process, RLIMIT_AS).",
         ("actor", "dev"),
     )
     job_max_procs: int = setting(
         64,
-        parse_int,
+        positive_int,
         "Processes and threads of a whole python job (its cgroup; else RLIMIT_NPROC).",
         ("actor", "dev"),
     )
     job_cpu_seconds: int = setting(
         0,
-        parse_int,
+        non_negative_int,
         "CPU seconds of a whole python job (its cgroup; else per process, RLIMIT_CPU; "
         "0: the job's timeout + 5).",
         ("actor", "dev"),
     )
     job_max_output: int = setting(
         1 << 20,
-        parse_int,
+        non_negative_int,
         "Bytes of a python job's stdout kept as its output (the rest is cut, and says so).",
         ("actor", "dev"),
     )
     job_max_log: int = setting(
         8 << 20,
-        parse_int,
+        non_negative_int,
         "Bytes of a job's log file on disk (the rest is cut, and says so).",
         ("actor", "dev"),
     )
@@ -189,13 +192,13 @@ class ProcessSettings:
     )
     log_format: str = setting(
         "json",
-        str,
+        one_of("a log format", "json", "text"),
         "Log format: json (one object per line) or text.",
         EVERY_COMMAND,
     )
     log_level: str = setting(
         "info",
-        str,
+        one_of("a log level", "debug", "info", "warning", "error"),
         "Log level: debug, info, warning, error.",
         EVERY_COMMAND,
     )

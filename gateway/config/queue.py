@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from gateway.config.setting import (
     EVERY_COMMAND,
+    non_negative,
+    non_negative_int,
     parse_bool,
     parse_csv,
-    parse_float,
-    parse_int,
+    positive,
+    positive_int,
     setting,
 )
 
@@ -18,6 +21,47 @@ DEFAULT_SCRIPT_TYPES = ("osis", "sal", "v", "python")
 
 #: The legacy queues a compat-mode dispatch can also push to (see ``legacy_queues``).
 LEGACY_KINDS = ("work_queue", "actor_queue")
+
+
+#: How a Redis URL is written, for the message that refuses one.
+REDIS_URL_FORM = "redis://[user:password@]host[:port][/db], rediss://… (TLS) or unix:///path"
+
+
+def mask_password(url: str) -> str:
+    """``url`` fit for a message or a log: its password, if any, replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # a netloc urlsplit cannot read: show none of it
+        return "<unreadable URL>"
+    if password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def parse_redis_url(text: str) -> str:
+    """A URL redis-py can connect with, checked when the setting is read, so that
+    every command refuses a bad one alike (one line naming the setting) instead
+    of redis-py raising from wherever the first connection happens to be made."""
+    shown = mask_password(text)
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # ValueError when not a number from 0 to 65535
+    except ValueError as exc:
+        raise ValueError(f"not a Redis URL: {shown} ({exc})") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(f"not a Redis URL: {shown} (write {REDIS_URL_FORM})")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError(f"not a Redis URL: {shown} (unix:// needs the socket's path)")
+        return text
+    db = parts.path.lstrip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"not a Redis URL: {shown} (the database after the / is a number)")
+    if port == 0:
+        raise ValueError(f"not a Redis URL: {shown} (port 0)")
+    return text
 
 
 def parse_legacy_queues(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -41,7 +85,7 @@ class QueueSettings:
 
     redis_url: str | None = setting(
         None,
-        str,
+        parse_redis_url,
         f"Redis URL. `dev` starts its own redis-server when unset; other commands then use the "
         f"Redis of a running `dev` (recorded in its state folder), else {DEFAULT_REDIS_URL}. "
         "`pipeline run` publishes its report (stats.report) there when it is set or a `dev` runs.",
@@ -69,14 +113,14 @@ class QueueSettings:
     )
     outside_grace: float = setting(
         2.0,
-        parse_float,
+        non_negative,
         "Seconds an actor waits for the hash of a popped job id that has none (or no script) "
         "yet, since an outside producer may LPUSH before it HSETs; then the job ends in error.",
         ("actor", "dev"),
     )
     queue_poll: float = setting(
         0.0,
-        parse_float,
+        non_negative,
         "Seconds between an idle actor's checks of its queues for jobs other producers pushed. "
         "0: no polling, Redis tells (CLIENT TRACKING); a Redis that refuses that gets 0.025.",
         ("actor", "dev"),
@@ -90,63 +134,63 @@ class QueueSettings:
     )
     stream_claim_idle: float = setting(
         30.0,
-        parse_float,
+        non_negative,
         "Stream mode: seconds a delivered job may go unacknowledged by a silent actor before "
         "another actor claims it (live actors keep theirs fresh on every heartbeat).",
         ("actor", "dev"),
     )
     dlq_maxlen: int = setting(
         10_000,
-        parse_int,
+        positive_int,
         "Stream mode: approximate MAXLEN of each type's dead-letter stream.",
         ("serve", "actor", "dev"),
     )
     events_maxlen: int = setting(
         100_000,
-        parse_int,
+        positive_int,
         "Approximate MAXLEN of the hero:events stream.",
         ("serve", "actor", "dev"),
     )
     watch_interval: float = setting(
         0.25,
-        parse_float,
+        positive,
         "Seconds between batched hash checks for jobs run by actors that write only the hash.",
         ("serve", "dev"),
     )
     maintenance_interval: float = setting(
         1.0,
-        parse_float,
+        positive,
         "Seconds between the supervisor's maintenance rounds: reaping dead actors' jobs, "
         "promoting due retries, expiring timed-out jobs, pruning stale stream consumers.",
         ("serve", "dev"),
     )
     retry_base: float = setting(
         1.0,
-        parse_float,
+        non_negative,
         "Retry backoff base in seconds: a failed attempt n waits min(base*2^n + U(0,1), max).",
         ("serve", "actor", "dev"),
     )
     retry_max: float = setting(
         60.0,
-        parse_float,
+        non_negative,
         "Retry backoff cap in seconds.",
         ("serve", "actor", "dev"),
     )
     timeout_grace: float = setting(
         30.0,
-        parse_float,
+        non_negative,
         "Seconds past its timeout before the supervisor ends a started job whose actor is gone.",
         ("serve", "dev"),
     )
     job_ttl: int = setting(
         7 * 24 * 3600,
-        parse_int,
+        non_negative_int,
         "Seconds an ended job, its reply and its logs (log files too) are kept (0: forever).",
         ("serve", "actor", "dev"),
     )
     presence_ttl: int = setting(
         15,
-        parse_int,
+        positive_int,
         "Seconds an actor's presence key lives; the actor refreshes it every third of that. "
         "The gateway declares an actor dead once its presence has been missing for this long "
         "while Redis was reachable (an outage does not count). Set it alike on both.",
@@ -154,7 +198,7 @@ class QueueSettings:
     )
     max_actor_deaths: int = setting(
         2,
-        parse_int,
+        non_negative_int,
         "Actors a job may see die while running it: it runs again without spending its "
         "retries until then, and the last death sends it to the dead-letter list (reason "
         "poison) instead of the next actor.",

@@ -62,15 +62,16 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             parser.add_argument(
                 s.flag,
                 dest=s.name,
-                type=_argument_type(s.parse),
+                type=argument_type(s.parse),
                 default=None,
                 metavar=s.metavar or s.flag.lstrip("-").replace("-", "_").upper(),
                 help=f"{s.help} [env {s.env}, default {s.show(s.default)}]",
             )
 
 
-def _argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` for argparse: its ValueError message becomes the usage error."""
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` for argparse: its ValueError message becomes the usage error.
+    Also for a command's own flags, so they refuse bad values as settings do."""
 
     def convert(text: str) -> Any:
         try:

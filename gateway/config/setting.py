@@ -153,6 +153,23 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """A parser of integers from ``low`` to ``high``: a TCP port, say, which the
+    socket layer would otherwise take modulo 65536 or refuse with a traceback."""
+
+    def parse(text: str) -> int:
+        value = parse_int(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+#: A TCP port (0, "any free port", would hide where the service is).
+parse_port = int_between(1, 65_535)
+
+
 def non_negative(text: str) -> float:
     value = parse_float(text)
     if not value >= 0 or value == float("inf"):

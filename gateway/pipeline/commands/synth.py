@@ -31,6 +31,11 @@ def _spec(cfg: config.Config) -> synth.SynthSpec:
     """The simulation the settings ask for; a usage error if they do not make one."""
     now = int(time.time() * 1000)
     span_ms = round(cfg.synth_jobs / cfg.synth_rate * 1000)
+    if not cfg.synth_start and span_ms > now:  # the default start is jobs/rate before now
+        raise InvalidParams(
+            f"--jobs {cfg.synth_jobs} at --rate {cfg.synth_rate} per second would start "
+            "before 1970: lower --jobs, raise --rate or give --start"
+        )
     start = parse_time(cfg.synth_start, now) if cfg.synth_start else now - span_ms
     try:
         return synth.SynthSpec(
