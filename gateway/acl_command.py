@@ -16,11 +16,8 @@ import asyncio
 import sys
 from typing import Any
 
-from redis.exceptions import ResponseError
-
 from gateway.config import add_arguments, resolve
 from gateway.supervisor import acl, library
-from gateway.supervisor.connection import UNAVAILABLE
 from gateway.supervisor.wire import Wire
 
 
@@ -51,14 +48,7 @@ def cmd_acl(args: argparse.Namespace) -> int:
             )
     if not args.apply:
         return 0
-    try:
-        asyncio.run(_apply(config.redis, users))
-    except UNAVAILABLE as exc:
-        print(f"hero-gateway acl --apply: Redis unreachable: {exc}", file=sys.stderr)
-        return 1
-    except ResponseError as exc:  # e.g. NOPERM: not a user that may run ACL
-        print(f"hero-gateway acl --apply: Redis refused: {exc}", file=sys.stderr)
-        return 1
+    asyncio.run(_apply(config.redis, users))  # Redis's refusal (NOPERM...): said by gateway.cli
     print(f"applied: {', '.join(u.role.user for u in users)}", file=sys.stderr)
     return 0
 

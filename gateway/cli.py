@@ -16,11 +16,15 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from redis.exceptions import RedisError
+
 from gateway import __version__, logs
 from gateway.config import (
+    DEFAULT_REDIS_URL,
     add_arguments,
     argument_type,
     markdown_table,
@@ -28,6 +32,7 @@ from gateway.config import (
     redacted,
     resolve,
 )
+from gateway.errors import BackendUnavailable
 from gateway.supervisor.keys import IDENT_PATTERN
 
 Command = Callable[[argparse.Namespace], int]
@@ -132,14 +137,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. What the operator's environment did to it (a Redis that
+    refuses or is gone, a folder that cannot be made, a reader of the output
+    that went away) ends it with one line, not a traceback: said here, once,
+    so every command says it alike."""
     args = build_parser().parse_args(argv)
     config = resolve(args, dev_redis=False)  # only the log settings; the command resolves Redis
     logs.setup(config.log_level, config.log_format)
     func: Command = args.func
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # a reader gone before the last of it is said below, not at exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `| head`: the reader has all it wanted
+        # nothing more can be written, not even the interpreter's last flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except (RedisError, BackendUnavailable) as exc:
+        url = resolve(args).redis if hasattr(args, "redis_url") else DEFAULT_REDIS_URL
+        print(f"{_command(args)}: {logs.redis_failure(exc, url)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a folder that cannot be made, a full disk, ...
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{_command(args)}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command's full name for its messages, as ``hero-gateway keys list``."""
+    words = (args.command, getattr(args, "action", None), getattr(args, "pipeline_command", None))
+    return " ".join(["hero-gateway", *(w for w in words if w)])
 
 
 if __name__ == "__main__":

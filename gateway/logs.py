@@ -3,6 +3,9 @@
 Fields passed with ``extra=`` (job_id, actor, ...) become top-level keys, so
 a log pipeline can filter by job id without parsing messages.
 
+``redis_failure`` says, in one line, why Redis failed a command: refused (and
+what to change) or unreachable; commands print it, actors log it.
+
 No credential reaches a log line, at any level: the handler ``setup``
 installs carries ``Redact``, which masks API keys and Authorization header
 values (and cookies) in every record it writes, whoever logged it. That matters at debug
@@ -18,11 +21,16 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 from websockets.frames import Frame as WebSocketFrame
 
+from gateway.config import mask_password
 from gateway.supervisor.auth import KEY_PREFIX
+from gateway.supervisor.connection import RedisRefused
 
 #: Record attributes that are not structured fields (uvicorn adds color_message, with ANSI codes).
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -136,3 +144,48 @@ def setup(level: str = "info", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def redis_failure(exc: BaseException, url: str) -> str:
+    """Why the Redis at ``url`` failed, in one line for an operator: it refused
+    (a wrong user or password, no such database, a user without permission)
+    or it is unreachable. Telling them apart matters: waiting fixes only the
+    last. redis-py raises a wrong password as a ConnectionError, and the
+    supervisor's boundary re-raises redis-py's errors as BackendUnavailable, so
+    the chain (``__cause__``, else ``__context__``) is read, not just ``exc``."""
+    shown = mask_password(url)
+    try:
+        user = urlsplit(url).username or "default"
+    except ValueError:
+        user = "?"
+    for error in _chain(exc):
+        reply = error.reply if isinstance(error, RedisRefused) else error
+        if isinstance(reply, AuthenticationError):
+            return (
+                f"Redis refused user {user!r} at {shown}: {reply} (fix the user or password "
+                "of --redis-url or HERO_REDIS_URL)"
+            )
+        if isinstance(reply, NoPermissionError):
+            return (
+                f"Redis refused user {user!r} at {shown}: {reply} (connect as a user allowed "
+                "to; `hero-gateway acl` shows what each user may do)"
+            )
+        if "DB index" in str(reply):  # SELECT of a database the server does not have
+            db = urlsplit(url).path.lstrip("/")
+            return (
+                f"Redis refused database {db} at {shown}: {reply} (choose one it has at the "
+                "end of --redis-url)"
+            )
+    if isinstance(exc, ResponseError):
+        return f"Redis at {shown} answered an error: {exc}"
+    return f"Redis unreachable at {shown}"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during, innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

@@ -20,13 +20,13 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
+from redis.exceptions import RedisError
 
-from gateway import eventloop
+from gateway import eventloop, logs
 from gateway.config import Config, add_arguments, resolve
-from gateway.errors import HeroError
+from gateway.errors import BackendUnavailable, InvalidParams
 from gateway.metrics import Metrics
 from gateway.protocols import GracefulWebSocketProtocol, http_protocol
 from gateway.rpc.app import Gateway, Limits, Services
@@ -137,8 +137,8 @@ async def preflight(config: Config) -> str | None:
     try:
         try:
             keys_exist = await KeyStore(client, config.redis).exist()
-        except HeroError:
-            return f"Redis unreachable at {redact(config.redis)}"
+        except (BackendUnavailable, RedisError) as exc:
+            return logs.redis_failure(exc, config.redis)
     finally:
         await client.aclose()
     if not keys_exist and not config.insecure and not is_loopback(config.host):
@@ -206,16 +206,6 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def redact(url: str) -> str:
-    """A Redis URL fit for a message: the password replaced."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:" if parts.username else ":"
-    return urlunsplit(parts._replace(netloc=f"{user}***@{netloc}"))
-
-
 # -- keys ------------------------------------------------------------------------------
 
 
@@ -240,12 +230,11 @@ async def _keys(config: Config, action: str, args: argparse.Namespace) -> int:
                     print(f"{e['name']}\t{e['scope']}\t{e['caller_id'] or '-'}\t{e['created_at']}")
         else:
             if not await store.revoke(args.name):
-                print(f"no API key named {args.name!r}", file=sys.stderr)
+                print(f"hero-gateway keys revoke: no API key named {args.name!r}", file=sys.stderr)
                 return 1
             print(f"API key {args.name!r} revoked.", file=sys.stderr)
-    except HeroError as exc:
-        what = f"Redis unreachable at {redact(config.redis)}" if exc.code == -32007 else exc.message
-        print(f"hero-gateway keys {action}: {what}", file=sys.stderr)
+    except InvalidParams as exc:  # Redis's failures are said by gateway.cli, for every command
+        print(f"hero-gateway keys {action}: {exc.message}", file=sys.stderr)
         return 1
     finally:
         await client.aclose()

@@ -11,11 +11,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gateway.embedded_redis import EmbeddedRedis, free_port
 from tests.conftest import ROOT
+from tests.test_acl import PASSWORDS, apply_as
 
 #: A Redis URL nothing listens on: a command must refuse its input before connecting.
 NOWHERE = "redis://127.0.0.1:1/0"
@@ -94,3 +97,123 @@ def test_synth_names_jobs_when_they_reach_before_1970(tmp_path: Path) -> None:
         tmp_path, "pipeline", "synth", "--out", str(tmp_path / "ev"), "--jobs", "1" + "0" * 14
     )
     refused(done, "--jobs 100000000000000 at --rate 1.0", "lower --jobs")
+
+
+# -- what Redis answers: refused (and what to change) or unreachable, one line -----------
+
+
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    """A redis-server of this module's own, with the ACL users applied."""
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), port=free_port(), appendonly=False)
+    server.start()
+    try:
+        assert apply_as(server.url).returncode == 0
+        yield server
+    finally:
+        server.stop()
+
+
+def as_user(server: EmbeddedRedis, user: str, password: str, db: int = 0) -> str:
+    return f"redis://{user}:{password}@127.0.0.1:{server.port}/{db}"
+
+
+ADMIN = ("hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"])
+WRONG = ("hero-admin", "not-the-password")
+ACTOR_USER = ("hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])
+
+#: A command, the user and database it connects as, and what it must say.
+REFUSALS: dict[str, tuple[tuple[str, ...], tuple[str, str], int, str]] = {
+    "keys-password": (
+        ("keys", "list"),
+        WRONG,
+        0,
+        "refused user 'hero-admin' at redis://hero-admin:***@",
+    ),
+    "serve-password": (("serve",), WRONG, 0, "Redis refused user 'hero-admin'"),
+    "archive-password": (
+        ("archive", "--once"),
+        WRONG,
+        0,
+        "fix the user or password of --redis-url",
+    ),
+    "keys-db": (("keys", "list"), ADMIN, 99, "Redis refused database 99 at"),
+    "serve-db": (("serve",), ADMIN, 99, "Redis refused database 99 at"),
+    "keys-noperm": (
+        ("keys", "list"),
+        ACTOR_USER,
+        0,
+        "no permissions to run the 'smembers' command",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "user", "db", "said"), REFUSALS.values(), ids=list(REFUSALS))
+def test_a_refusal_says_what_to_change(
+    locked: EmbeddedRedis,
+    tmp_path: Path,
+    argv: tuple[str, ...],
+    user: tuple[str, str],
+    db: int,
+    said: str,
+) -> None:
+    command = " ".join(a for a in argv if not a.startswith("-"))
+    if command == "archive":  # the pipeline's commands say "error:", in red on a terminal
+        argv = (*argv, "--out", str(tmp_path / "events"))
+    done = hero(tmp_path, *argv, "--redis-url", as_user(locked, *user, db=db))
+    refused(done, "error: " if command == "archive" else f"hero-gateway {command}: ", said)
+    assert done.returncode == 1 and "unreachable" not in done.stderr
+    assert user[1] not in done.stderr
+
+
+def test_an_actor_with_a_wrong_password_exits_saying_so(
+    locked: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """Not "redis unavailable; retrying" every 5 s for ever: no wait fixes a password."""
+    url = as_user(locked, *WRONG)
+    done = hero(tmp_path, "actor", "--script-type", "python", "--sandbox", "off",
+                "--log-dir", str(tmp_path / "logs"), "--redis-url", url, timeout=30)  # fmt: skip
+    refused(done, "hero-gateway actor: Redis refused user 'hero-admin'")
+    assert done.returncode == 1 and "retrying" not in done.stderr
+
+
+def test_an_unreachable_redis_is_still_said_so(tmp_path: Path) -> None:
+    done = hero(tmp_path, "keys", "list", "--redis-url", "redis://:hunter2@127.0.0.1:1/0")
+    refused(done, "hero-gateway keys list: Redis unreachable at redis://:***@127.0.0.1:1/0")
+    assert "hunter2" not in done.stderr
+
+
+def test_revoking_no_such_key_names_the_command(redis_url: str, tmp_path: Path) -> None:
+    done = hero(tmp_path, "keys", "revoke", "--name", "nosuch", "--redis-url", redis_url)
+    assert done.returncode == 1
+    assert done.stderr == "hero-gateway keys revoke: no API key named 'nosuch'\n"
+
+
+# -- the environment: folders, a reader that went away ------------------------------------
+
+
+def test_a_log_dir_that_cannot_be_made_names_the_setting(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    done = hero(tmp_path, "actor", "--script-type", "python", "--sandbox", "off",
+                "--log-dir", str(tmp_path / "file" / "logs"), "--redis-url", NOWHERE)  # fmt: skip
+    refused(done, "hero-gateway actor: cannot make the folder for job logs (--log-dir")
+    assert done.returncode == 1
+
+
+@pytest.mark.parametrize("argv", [("config",), ("keys", "list", "--json")])
+def test_a_closed_pipe_ends_quietly(redis_url: str, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """``hero-gateway config | head -1``: the reader is gone before the output is written."""
+    read, write = os.pipe()
+    os.close(read)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERO_")}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", *argv, "--redis-url", redis_url],
+            env=dict(env, HOME=str(home), XDG_STATE_HOME=str(home / "state")),
+            cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode != 0

@@ -138,7 +138,7 @@ def test_pipeline_run_rejects_bad_times_and_outputs(
 def test_unreachable_redis_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = "redis://:secret@127.0.0.1:1/0"
     rc, _, err = run_cli(["archive", "--out", str(tmp_path), "--once", "--redis-url", url], capsys)
-    assert rc == 1 and "Redis is unavailable at redis://127.0.0.1:1/0" in err
+    assert rc == 1 and "Redis unreachable at redis://:***@127.0.0.1:1/0" in err
     assert "secret" not in err
 
 

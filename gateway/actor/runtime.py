@@ -38,7 +38,7 @@ from gateway.actor.python_exec import PythonExecutor
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
 from gateway.paths import state_dir
-from gateway.supervisor.connection import UNAVAILABLE, user_of
+from gateway.supervisor.connection import UNAVAILABLE, RedisRefused, user_of
 from gateway.supervisor.retention import JobLookup
 from gateway.supervisor.worker import ActorLink
 
@@ -97,7 +97,11 @@ class Actor:
     async def serve(self) -> None:
         if not self._handlers:
             raise RuntimeError("no handler registered; use @actor.handler(script_type)")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # said as the setting to change, not as where it failed
+            what = f"cannot make the folder for job logs (--log-dir, HERO_LOG_DIR): {exc.strerror}"
+            raise OSError(exc.errno, what, str(self.log_dir)) from None
         self._stopping.clear()
         sweeping = asyncio.create_task(self._sweep_logs(), name="actor-log-sweep")
         try:
@@ -217,12 +221,16 @@ class Actor:
             await asyncio.sleep(logfiles.SWEEP_EVERY)
 
     async def _connect(self, link: ActorLink) -> bool:
-        """Open the link, waiting out a Redis that is not up yet (with backoff)."""
+        """Open the link, waiting out a Redis that is not up yet (with backoff).
+        A refusal (wrong password, no such database) raises: no wait fixes it."""
         delay = 0.1
         while not self._stopping.is_set():
             try:
                 await link.open()
                 return True
+            except RedisRefused:
+                await link.close()
+                raise
             except UNAVAILABLE:
                 log.warning("redis unavailable; retrying", extra={"retry_in": round(delay, 2)})
                 with contextlib.suppress(TimeoutError):

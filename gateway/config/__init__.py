@@ -13,7 +13,12 @@ Precedence: CLI flag, then environment variable, then default.
 """
 
 from gateway.config.pipeline import TIME_HELP
-from gateway.config.queue import DEFAULT_REDIS_URL, DEFAULT_SCRIPT_TYPES, LEGACY_KINDS
+from gateway.config.queue import (
+    DEFAULT_REDIS_URL,
+    DEFAULT_SCRIPT_TYPES,
+    LEGACY_KINDS,
+    mask_password,
+)
 from gateway.config.resolve import (
     DEFAULTS,
     SETTINGS,
@@ -38,6 +43,7 @@ __all__ = [
     "add_arguments",
     "argument_type",
     "markdown_table",
+    "mask_password",
     "parse_port",
     "positive_int",
     "redacted",

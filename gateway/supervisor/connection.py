@@ -117,6 +117,20 @@ class RedisNotReady(RedisConnectionError):  # type: ignore[misc]  # redis-py's c
     as the outage it is, not as a refusal of the command."""
 
 
+class RedisRefused(RedisConnectionError):  # type: ignore[misc]  # redis-py's class is untyped
+    """Redis answered the handshake (AUTH, SELECT, CLIENT SETNAME) with a refusal:
+    a wrong password or user, no such database, a user without permission.
+
+    A ``ConnectionError``, as redis-py raises a wrong password, so that every
+    ``except UNAVAILABLE`` still treats the command as not run; a class of its
+    own because waiting does not fix it: an actor gives up rather than retry
+    for ever, and a command says what to change (``logs.redis_failure``)."""
+
+    def __init__(self, reply: Exception) -> None:
+        super().__init__(f"Redis refused the connection: {reply}")
+        self.reply = reply
+
+
 def transient(reply: ResponseError) -> bool:
     """Whether an error reply is one of TRANSIENT_REPLIES. redis-py's parser
     moves the code out of the message (into ``status_code``, and a class of its

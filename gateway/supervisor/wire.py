@@ -51,7 +51,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.model.job import as_stored
-from gateway.supervisor.connection import CONNECT_TIMEOUT, RedisNotReady, connection, reply_error
+from gateway.supervisor.connection import (
+    CONNECT_TIMEOUT,
+    RedisNotReady,
+    RedisRefused,
+    connection,
+    reply_error,
+)
 
 Push = Callable[[list[Any]], None]
 
@@ -275,7 +281,7 @@ class Wire:
             raise RedisTimeoutError("timed out connecting to Redis") from None
         except (AuthenticationError, ResponseError) as exc:  # AUTH or SELECT refused
             await conn.disconnect(nowait=True)
-            raise RedisConnectionError(f"Redis refused the connection: {exc}") from None
+            raise RedisRefused(exc) from None
         except BaseException:  # cancelled, or refused otherwise: no half-open socket left
             await conn.disconnect(nowait=True)
             raise

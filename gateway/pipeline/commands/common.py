@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 from rich.console import Console
 
+from gateway import logs
+from gateway.config import mask_password
 from gateway.errors import BackendUnavailable, HeroError, InvalidParams
 from gateway.paths import state_dir
 
@@ -51,14 +52,6 @@ def guard(action: Callable[[], int]) -> int:
         return 1
 
 
-def _redacted(url: str) -> str:
-    """A Redis URL fit for messages: scheme, host, port, db; no credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
 def redis_client(url: str, *, socket_timeout: float | None = None) -> redis.Redis:
     """A connected client, or the reason there is none as a one-line error."""
     try:
@@ -72,10 +65,10 @@ def redis_client(url: str, *, socket_timeout: float | None = None) -> redis.Redi
             socket_timeout=socket_timeout,
         )
         client.ping()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise BackendUnavailable(f"Redis is unavailable at {_redacted(url)}") from exc
-    except (ValueError, redis.RedisError) as exc:
-        raise InvalidParams(f"cannot use Redis URL {_redacted(url)}: {exc}") from exc
+    except redis.RedisError as exc:  # refused (and why) or unreachable, as every command says
+        raise BackendUnavailable(logs.redis_failure(exc, url)) from exc
+    except ValueError as exc:  # an option in the URL's query redis-py does not take
+        raise InvalidParams(f"cannot use Redis URL {mask_password(url)}: {exc}") from exc
     return client
 
 
