@@ -19,6 +19,7 @@ from gateway.config.setting import (
     parse_bool,
     parse_int,
     parse_names,
+    parse_text,
     positive,
     positive_int,
     setting,
@@ -56,10 +57,12 @@ class ArchiveSettings:
         flag="--out",
         metavar="DIR",
     )
-    archive_group: str = setting("archive", str, "Consumer group name.", _ARCHIVE, flag="--group")
+    archive_group: str = setting(
+        "archive", parse_text, "Consumer group name.", _ARCHIVE, flag="--group"
+    )
     archive_consumer: str | None = setting(
         None,
-        str,
+        parse_text,
         "Consumer name (unset: the host name; keep it stable so a restart finds "
         "its pending entries).",
         _ARCHIVE,

@@ -113,6 +113,16 @@ def one_of(what: str, *choices: str) -> Callable[[str], str]:
     return parse
 
 
+def parse_text(text: str) -> str:
+    """Text that goes to Redis as a name: a byte that is not UTF-8 (argv decodes it
+    to a lone surrogate) is refused here, not by the encoder mid-command."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ValueError(f"not UTF-8 text: {text!r}") from None
+    return text
+
+
 def parse_csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
