@@ -53,7 +53,7 @@ class ServeSettings:
     )
     max_batch: int = setting(
         256,
-        parse_int,
+        positive_int,
         "Most elements one JSON-RPC batch may hold; a longer batch is answered with one -32600.",
         ("serve",),
     )
