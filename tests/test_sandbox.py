@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import redis.asyncio as aioredis
 from gateway.actor import python_actor
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
+from gateway.actor.python_exec import FOLDER_PREFIX, PythonExecutor
 from gateway.actor.sandbox import (
     ENV_FILE,
     JOB_DIR,
@@ -173,10 +175,27 @@ async def test_the_callers_environment_reaches_no_program_run_as_root(
         pytest.skip("an unprivileged actor runs no program as root")
     actors()
     tricky = "it's \"$HOME\" `id` $(id) \\ end\nsecond line '' \u00e9"
-    env = {"LD_DEBUG": "files", "LD_PRELOAD": "/nonexistent-hero.so", "TRICKY": tricky}
-    script = "import os\nprint(repr(os.environ['TRICKY']), os.environ['LD_PRELOAD'])"
+    env = {
+        "LD_DEBUG": "files",
+        "LD_PRELOAD": "/nonexistent-hero.so",
+        "TRICKY": tricky,
+        "OPTIND": "abc",
+        "IFS": "/",
+        "PATH": "/nowhere",
+    }  # the shell's own names: a string each
+    script = (
+        "import os\n"
+        "print(repr(os.environ['TRICKY']), os.environ['LD_PRELOAD'])\n"
+        "print(sorted((k, v) for k, v in os.environ.items() if k in ('OPTIND', 'IFS', 'PATH')))\n"
+        "print(sorted(os.environ))\n"
+    )
     result = await sup.run(job(script, job_id="env-root", env_vars=env), wait=30)
-    assert result["output"] == f"{tricky!r} /nonexistent-hero.so\n", result
+    assert result["output"] == (
+        f"{tricky!r} /nonexistent-hero.so\n"
+        "[('IFS', '/'), ('OPTIND', 'abc'), ('PATH', '/nowhere')]\n"
+        "['CALLER_ID', 'CONTEXT_ID', 'HOME', 'IFS', 'JOB_ID', 'LANG', 'LD_DEBUG', 'LD_PRELOAD',"
+        " 'OPTIND', 'PATH', 'TMPDIR', 'TRICKY']\n"
+    ), result
     logs = (await sup.logs("env-root"))["logs"]
     assert "needed by" in logs  # the loader saw LD_PRELOAD: in the job's python
     loaded_for = {line.split("needed by")[1].split()[0] for line in logs.splitlines()
@@ -231,24 +250,69 @@ async def test_a_job_gets_none_of_the_files_its_actor_was_started_with(
     assert marker.read_bytes() == b""
 
 
+DEEP_TREE = (
+    "import os\n"
+    "fd = os.open('.', os.O_RDONLY)\n"
+    "for _ in range(3000):\n"
+    "    os.mkdir('d', dir_fd=fd)\n"
+    "    inner = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+    "    os.close(fd)\n"
+    "    fd = inner\n"
+)
+
+
+def job_folders() -> set[Path]:
+    """This process's actors' job folders (in-process actors: the test's pid)."""
+    return set(Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}{os.getpid()}-*"))
+
+
+async def test_a_job_folder_is_removed_even_when_its_job_times_out_meanwhile(
+    sup: Supervisor, actors: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder's removal ran in the job's own time: a job that ended just
+    before its timeout, leaving a tree slow to remove and too deep for rmtree,
+    had the removal cancelled and its folder left on the host for good."""
+    rmtree = shutil.rmtree
+
+    def slow_rmtree(path: str | Path, *args: Any, **kwargs: Any) -> None:
+        if FOLDER_PREFIX in str(path):  # a job's, in a thread: the deadline passes meanwhile
+            time.sleep(2)
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr("gateway.actor.python_exec.shutil.rmtree", slow_rmtree)
+    actors()
+    before = job_folders()
+    result = await sup.run(job(DEEP_TREE + "print('deep')", timeout=1), wait=30)
+    assert result["status"] == "timeout", result
+    await eventually(lambda: asyncio.sleep(0, job_folders() <= before), within=20)
+
+
+def test_an_actor_removes_the_job_folders_a_dead_actor_left(config: Config) -> None:
+    gone = subprocess.Popen(["true"])  # a pid no process has now
+    gone.wait()
+    tmp = Path(tempfile.gettempdir())
+    left = tmp / f"{FOLDER_PREFIX}{gone.pid}-left"
+    deep = left.joinpath(*["d"] * 50)
+    deep.mkdir(parents=True)
+    (deep / "payload").write_bytes(b"x" * 1000)
+    kept = tmp / f"{FOLDER_PREFIX}1-alive"  # pid 1 runs: an actor of another process
+    kept.mkdir()
+    try:
+        executor = PythonExecutor(config)
+        asyncio.run(executor.aclose())
+        assert not left.exists() and kept.exists()
+    finally:
+        shutil.rmtree(kept)
+
+
 async def test_a_job_folder_too_deep_for_rmtree_is_removed(sup: Supervisor, actors: Any) -> None:
     """shutil.rmtree recurses: a deeper tree raised RecursionError, which became
     the job's error, and the folder stayed on the host."""
     actors()
-    script = (
-        "import os\n"
-        "fd = os.open('.', os.O_RDONLY)\n"
-        "for _ in range(3000):\n"
-        "    os.mkdir('d', dir_fd=fd)\n"
-        "    inner = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
-        "    os.close(fd)\n"
-        "    fd = inner\n"
-        "print('deep')\n"
-    )
-    folders = set(Path(tempfile.gettempdir()).glob(f"hero-job-{os.getpid()}-*"))
-    result = await sup.run(job(script, timeout=60), wait=60)
+    before = job_folders()
+    result = await sup.run(job(DEEP_TREE + "print('deep')", timeout=60), wait=60)
     assert (result["status"], result["output"]) == ("finished", "deep\n"), result
-    assert set(Path(tempfile.gettempdir()).glob(f"hero-job-{os.getpid()}-*")) <= folders
+    assert job_folders() <= before
 
 
 async def test_no_daemon_outlives_its_job(sup: Supervisor, actors: Any) -> None:
@@ -477,10 +541,13 @@ def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Pat
     args = Sandbox.job_args(tmp_path)
     assert args.split(b"\0") == [b"--bind", str(tmp_path).encode(), JOB_DIR.encode(),
                                   b"--clearenv", b""]  # fmt: skip
-    assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"A='1'\nB='it'\"'\"'s'\n"
+    assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"set -- 'A=1' 'B=it'\"'\"'s' \"$@\"\n"
     check_environment({"A_1": "x", "_b": ""})
     with pytest.raises(ValueError, match="NUL"):
         check_environment({"A": "x\0y"})
+    check_environment({"A": "é" * 65534})  # "A=" and 131,068 bytes: exec passes 131,071
+    with pytest.raises(ValueError, match="longer than the 128 KiB"):
+        check_environment({"A": "é" * 65535})
     for name in ("A=1;id;B", "1A", "A B", "A\nB", ""):  # an outside producer's env_vars
         with pytest.raises(ValueError, match="not a variable name"):
             check_environment({name: "x"})

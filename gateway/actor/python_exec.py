@@ -22,6 +22,7 @@ import resource
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +42,8 @@ ERROR_TAIL = 4096
 MAX_OPEN_FILES = 256
 #: What a limit the kernel (or the CPU watch) enforced is called in the job's error.
 LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit", "cpu": "CPU time limit"}
+#: A job's folder is ``<TMPDIR>/hero-job-<actor pid>-<random>``.
+FOLDER_PREFIX = "hero-job-"
 #: How often (seconds) the CPU time of a running job is read from its cgroup:
 #: a job may overrun its limit by this much times the machine's cores.
 CPU_POLL = 0.2
@@ -63,6 +66,8 @@ class PythonExecutor:
         #: CPU time is limited for the whole job (its cgroup counts it), else per process.
         self.cpu_per_job = self.cgroups is not None and self.cgroups.cpu_parent is not None
         self._pool = WarmPool(self._start_sandbox, warm)
+        self._removals: set[asyncio.Task[None]] = set()
+        _remove_leftovers(Path(tempfile.gettempdir()))
 
     def describe(self) -> dict[str, str]:
         """What the start-up log says about how jobs are confined."""
@@ -76,8 +81,10 @@ class PythonExecutor:
         }
 
     async def aclose(self) -> None:
-        """Stop the sandboxes kept ready (the actor calls this on its way out)."""
+        """Stop the sandboxes kept ready, and finish removing job folders (the
+        actor calls this on its way out)."""
         await self._pool.close()
+        await asyncio.gather(*self._removals)
 
     def _new_cgroup(self) -> cgroup.JobCgroup | None:
         if self.cgroups is None:
@@ -157,7 +164,7 @@ class PythonExecutor:
     async def __call__(self, ctx: JobContext) -> str:
         job = ctx.job
         ctx.joblog.open()  # a log that cannot be written fails the job before it runs
-        workdir = Path(tempfile.mkdtemp(prefix=f"hero-job-{os.getpid()}-"))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         cg: cgroup.JobCgroup | None = None
         watch: asyncio.Task[None] | None = None
         hit: str | None = None
@@ -192,12 +199,17 @@ class PythonExecutor:
                 watch = asyncio.create_task(_watch_cpu(cg, cpu))
             code, stdout, stderr = await _wait(proc, ctx.joblog, self.config.job_max_output)
         finally:
+            # not the job's to cancel: a timeout or stop while it runs left the
+            # folder (any size the job made it) on the host for good
+            removal = asyncio.ensure_future(_remove(workdir))
+            self._removals.add(removal)
+            removal.add_done_callback(self._removals.discard)
             if watch is not None:
                 watch.cancel()
             if cg is not None:
                 hit = "cpu" if cg.cpu is not None and cg.cpu_seconds() >= cpu else cg.limit_hit()
                 await asyncio.to_thread(cg.remove)
-            await _remove(workdir)
+            await asyncio.shield(removal)
         limit = self.config.job_max_output
         text = stdout[:limit].decode("utf-8", "replace")
         if len(stdout) > limit:
@@ -230,6 +242,30 @@ async def _remove(folder: Path) -> None:
     )  # fmt: skip
     if await proc.wait() != 0:
         log.warning("could not remove a job's folder", extra={"folder": str(folder)})
+
+
+def _remove_leftovers(tmp: Path) -> None:
+    """Job folders an actor that is gone left behind (``hero-job-<its pid>-…``:
+    killed while removing one), removed when an actor starts. A process still
+    running (an actor, or this one, which may hold several) keeps its own."""
+    left = []
+    for folder in tmp.glob(f"{FOLDER_PREFIX}*-*"):
+        pid = folder.name[len(FOLDER_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            left.append(str(folder))
+    if left:
+        log.warning("removing job folders left behind", extra={"folders": len(left)})
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", *left], check=False)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _keep_inherited_files_from_jobs() -> None:

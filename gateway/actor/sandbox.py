@@ -22,8 +22,10 @@ an ``LD_PRELOAD`` library before ``main``. Set by bwrap, they reached
 ``setpriv``, still root, so a job could run its own code as root on the
 host. Now bwrap and ``setpriv`` start with an empty environment; the
 variables come down a pipe into a read-only file (``ENV_FILE``), and a shell
-already running as the job's uid reads them and execs the job
-(``LOAD_ENV``).
+already running as the job's uid reads them and execs ``env -i`` with them
+before the job (``LOAD_ENV``). The shell never assigns them itself: some
+names are its own (``OPTIND`` must be a number), and as arguments to ``env``
+none is anything but a string.
 """
 
 from __future__ import annotations
@@ -45,11 +47,14 @@ from gateway.model.job import as_stored
 JOB_DIR = "/job"
 #: The job's environment inside the sandbox, as ``NAME='value'`` lines.
 ENV_FILE = "/run/hero/job.env"
-#: Run (as ``sh -c LOAD_ENV sh COMMAND...``) by the job's uid: exports every
-#: variable of ENV_FILE, then becomes the job. ``"$@"`` is never split, and
-#: the job's command is an absolute path, so no variable (IFS, PATH) changes it.
-LOAD_ENV = f'set -a; . {ENV_FILE}; set +a; exec "$@"'
+#: Run (as ``sh -c LOAD_ENV sh COMMAND...``) by the job's uid: ENV_FILE puts
+#: the job's ``NAME=value`` words before the command's (``set --``), and
+#: ``env -i`` makes them the environment of the command it execs. ``"$@"`` is
+#: never split or expanded further.
+LOAD_ENV = f'. {ENV_FILE} && exec /usr/bin/env -i "$@"'
 SHELL = "/bin/sh"
+#: Linux's most bytes of one ``NAME=value`` string an exec passes on (MAX_ARG_STRLEN).
+MAX_VARIABLE_BYTES = 128 * 1024 - 1
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: A single quote inside a single-quoted shell word: end it, a quoted quote, reopen.
 QUOTE = "'\"'\"'"
@@ -70,12 +75,15 @@ def check_environment(env: Mapping[str, str]) -> None:
     """ValueError, saying why, for an environment no job can be given: a name
     that is not a variable name (the contract's ``env_vars`` pattern, which an
     outside producer's hash need not follow: in ENV_FILE it would be shell
-    text) or a value with a NUL (no process environment can hold one)."""
+    text), a value with a NUL (no process environment can hold one) or one
+    past Linux's limit for one (``MAX_VARIABLE_BYTES``: exec refuses it)."""
     for name, value in env.items():
         if not _VARIABLE.match(name):
             raise ValueError(f"env_vars: {name[:64]!r} is not a variable name")
         if "\0" in value:
             raise ValueError(f"env_vars: {name} may not contain NUL characters")
+        if len(as_stored(value)) + len(name) + 1 > MAX_VARIABLE_BYTES:
+            raise ValueError(f"env_vars: {name} is longer than the 128 KiB a variable may hold")
 
 
 def python_paths() -> list[str]:
@@ -157,9 +165,10 @@ class Sandbox:
 
     @staticmethod
     def env_file(env: Mapping[str, str]) -> bytes:
-        """ENV_FILE's text: one ``NAME='value'`` line per variable of a checked
-        environment (``check_environment``), the value single-quoted."""
-        return as_stored("".join(f"{k}='{v.replace(chr(39), QUOTE)}'\n" for k, v in env.items()))
+        """ENV_FILE's text: ``set -- 'NAME=value' ... "$@"``, each word of a
+        checked environment (``check_environment``) single-quoted."""
+        words = "".join(f" '{k}={v.replace(chr(39), QUOTE)}'" for k, v in env.items())
+        return as_stored(f'set --{words} "$@"\n')
 
     def prepare(self, workdir: Path) -> None:
         """Hand the job folder to the job's uid (it is the one place it may write)."""
