@@ -1,9 +1,7 @@
 """Answering one frame under a budget: the in-flight cap shared by both transports.
 
 A WebSocket connection (and each HTTP request) has a budget of requests that
-may run at once. Every element of a frame takes one unit, an invalid one too:
-its answer waits to go out like any other, and an element that took nothing
-would let a batch of them answer more than the budget at once. An element
+may run at once. Every Request element of a frame takes one unit; an element
 that finds none left is answered -32006 on its own, without running (a
 notification over budget is dropped, since it cannot be answered). The units
 come back when the whole frame's reply has been written (on a WebSocket,
@@ -15,7 +13,7 @@ that does not read cannot have more than the budget answered and parked.
 from __future__ import annotations
 
 from gateway.errors import Overloaded
-from gateway.rpc.messages import Element, Failure, Frame, Request
+from gateway.rpc.messages import Element, Failure, Frame
 
 #: An element to answer: a Request to run, a Failure that is its own answer,
 #: or None for a notification that was refused (no answer, no run).
@@ -45,16 +43,16 @@ class Budget:
 def admit(frame: Frame, budget: Budget, refuse: str | None = None) -> tuple[list[Admitted], int]:
     """The frame's elements with the ones over budget answered -32006, and the
     number of units taken (to ``give`` back once the frame is answered).
-    ``refuse`` refuses every request with that message (e.g. while shutting
-    down); an invalid element is still answered as such, within the budget."""
+    ``refuse`` refuses every request with that message (e.g. while shutting down)."""
     admitted: list[Admitted] = []
     taken = 0
     for element in frame.elements:
-        refused = refuse is not None and isinstance(element, Request)
-        if not refused and budget.take():
+        if isinstance(element, Failure):
+            admitted.append(element)
+        elif refuse is None and budget.take():
             admitted.append(element)
             taken += 1
-        elif isinstance(element, Request) and element.notification:
+        elif element.notification:
             admitted.append(None)
         else:
             data = {"limit": budget.limit} if refuse is None else None

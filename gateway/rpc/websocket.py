@@ -183,7 +183,7 @@ class Connection:
             return
         else:
             elements, taken = admit(frame, self._budget)
-        if not any(isinstance(e, Request) for e in elements):  # nothing to run: no task
+        if taken == 0:  # nothing to run (all refused or invalid): no task per frame
             await self._answer(frame, elements, taken)
         else:
             self._spawn(self._answer(frame, elements, taken))
