@@ -194,6 +194,10 @@ async def test_a_redis_busy_in_a_script_is_answered_minus_32007(
                 assert [type(r) for r in refused] == [RedisNotReady, RedisNotReady]
                 with pytest.raises(RedisNotReady):
                     await wire.pipeline([("PING",), ("GET", "x")])
+                # a connection made meanwhile is not ready yet, not refused (an
+                # actor starting now waits instead of giving up)
+                with pytest.raises(RedisNotReady):
+                    await Wire(redis_server.url, "test-busy-dial").execute_command("PING")
                 admin.script_kill()
                 with contextlib.suppress(redis.ResponseError):
                     await spin

@@ -57,6 +57,7 @@ from gateway.supervisor.connection import (
     RedisRefused,
     connection,
     reply_error,
+    transient,
 )
 
 Push = Callable[[list[Any]], None]
@@ -279,9 +280,9 @@ class Wire:
         except TimeoutError:
             await conn.disconnect(nowait=True)
             raise RedisTimeoutError("timed out connecting to Redis") from None
-        except (AuthenticationError, ResponseError) as exc:  # AUTH or SELECT refused
-            await conn.disconnect(nowait=True)
-            raise RedisRefused(exc) from None
+        except (AuthenticationError, ResponseError) as exc:  # AUTH or SELECT refused,
+            await conn.disconnect(nowait=True)  # unless only for now (BUSY, MASTERDOWN)
+            raise (RedisNotReady(str(exc)) if transient(exc) else RedisRefused(exc)) from None
         except BaseException:  # cancelled, or refused otherwise: no half-open socket left
             await conn.disconnect(nowait=True)
             raise
