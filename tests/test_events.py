@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.model import Event
-from gateway.supervisor import Supervisor, keys, subscriptions
+from gateway.supervisor import Supervisor, keys
 from gateway.supervisor import events as events_module
 from gateway.supervisor.events import LINGER, EventReader
 from gateway.supervisor.subscriptions import Subscription, Subscriptions
@@ -434,11 +434,12 @@ async def test_a_replay_after_the_greatest_id_keeps_the_subscription(redis_url: 
         await client.aclose()
 
 
-async def test_one_callers_replays_wait_for_each_other_not_for_others(
+async def test_a_replay_waiting_for_its_subscriber_holds_no_other_back(
     redis_url: str, rds: aioredis.Redis
 ) -> None:
-    """Each caller's replays read REPLAYS_AT_ONCE at a time: subscribers that
-    do not read hold their caller's turns, and only theirs."""
+    """Replays read a page each in turn; one whose subscriber does not read
+    waits on its own, holding no turn (admins' replays once shared two turns,
+    held while their subscribers did not read)."""
     for i in range(3):
         for caller in ("alice", "bob"):
             await rds.xadd(keys.EVENTS, {"job_id": f"{caller}{i}", "status": "created",
@@ -446,18 +447,13 @@ async def test_one_callers_replays_wait_for_each_other_not_for_others(
     client = Wire(redis_url, "test-replay")
     subs = Subscriptions(client, awake=_no_awake, maxsize=1)
     try:
-        stuck = [await subs.subscribe(caller_id="alice", since="0-0")
-                 for _ in range(subscriptions.REPLAYS_AT_ONCE)]  # fmt: skip
-        waiting = await subs.subscribe(caller_id="alice", since="0-0")
-        other = await subs.subscribe(caller_id="bob", since="0-0")
+        for _ in range(4):  # an admin's (every event), never read: each waits with its first
+            await subs.subscribe(since="0-0")
+        other = await subs.subscribe(job_ids=["bob0", "bob1", "bob2"], since="0-0")
         async with asyncio.timeout(5):
-            assert (await anext(aiter(other))).job_id == "bob0"
-        await asyncio.sleep(0.2)
-        assert waiting._queue.empty()  # its turn has not come
-        for sub in stuck:
-            subs.unsubscribe(sub.id)
-        async with asyncio.timeout(5):
-            assert (await anext(aiter(waiting))).job_id == "alice0"
+            assert [(await anext(aiter(other))).job_id for _ in range(3)] == [
+                "bob0", "bob1", "bob2",
+            ]  # fmt: skip
     finally:
         await client.aclose()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 
 from redis.exceptions import ResponseError
 
@@ -24,8 +24,6 @@ from gateway.supervisor.connection import UNAVAILABLE, Commands
 from gateway.supervisor.replies import entries
 
 _REPLAY_PAGE = 1000
-#: Replays of one caller reading the events stream at once (see _run_replay).
-REPLAYS_AT_ONCE = 2
 #: The greatest stream id: a replay after it has nothing to read (and Redis
 #: refuses the exclusive range that would say so).
 _LAST_ID = StreamId(2**64 - 1, 2**64 - 1)
@@ -56,6 +54,12 @@ class Subscription:
 
     def matches(self, event: Event) -> bool:
         return self.wants(event.job_id, event.caller_id or "", event.script_type)
+
+    def wants_entry(self, fields: Mapping[str, str]) -> bool:
+        """``wants``, of a stream entry's fields as Redis sent them (undecoded)."""
+        return self.wants(
+            fields.get("job_id", ""), fields.get("caller_id", ""), fields.get("script_type", "")
+        )
 
     def wants(self, job_id: str, caller_id: str, script_type: str) -> bool:
         """Whether an event of this job, caller ("" for none) and type is this
@@ -115,8 +119,7 @@ class Subscriptions:
         self._awake = awake
         self._maxsize = maxsize
         self._subs: dict[str, Subscription] = {}
-        #: per caller (None: admins' and the Python API's), see _run_replay
-        self._replaying: dict[str | None, asyncio.Semaphore] = {}
+        self._reading = asyncio.Lock()  # one replay page at a time, see _run_replay
 
         # who may want an event: by job id, by script type, or every event;
         # an event is matched against those few, not against every subscription
@@ -207,30 +210,27 @@ class Subscriptions:
 
         A replay from ``0`` reads the whole stream (100,000 entries by default,
         every caller's): only the entries the subscription wants are decoded,
-        and each caller's replays read ``REPLAYS_AT_ONCE`` at a time, so one
-        asking for many cannot take the gateway's CPU from everyone else."""
+        and the replays of a gateway read and sift one page at a time each, in
+        turn (``_reading``), so many at once cannot hold its CPU for long. A
+        replay waiting for its subscriber to read holds no turn."""
         cursor = since
         last = StreamId.parse(since)
         try:
-            replaying = self._replaying.setdefault(
-                sub._caller_id, asyncio.Semaphore(REPLAYS_AT_ONCE)
-            )
-            async with replaying:
-                while last < _LAST_ID:  # no entry comes after the greatest id
+            while last < _LAST_ID:  # no entry comes after the greatest id
+                async with self._reading:
                     page = entries(
                         await self._client.execute_command(
                             "XRANGE", keys.EVENTS, f"({cursor}", "+", "COUNT", _REPLAY_PAGE
                         )
                     )
-                    for entry_id, fields in page:
-                        if sub.wants(fields.get("job_id", ""), fields.get("caller_id", ""),
-                                     fields.get("script_type", "")):  # fmt: skip
-                            await sub._queue.put(Event.from_entry(entry_id, fields))
-                    if page:
-                        last = StreamId.lenient(page[-1][0])
-                    if len(page) < _REPLAY_PAGE:
-                        break
-                    cursor = page[-1][0]
+                    wanted = [Event.from_entry(i, f) for i, f in page if sub.wants_entry(f)]
+                for event in wanted:
+                    await sub._queue.put(event)
+                if page:
+                    last = StreamId.lenient(page[-1][0])
+                if len(page) < _REPLAY_PAGE:
+                    break
+                cursor = page[-1][0]
         except (*UNAVAILABLE, ResponseError):  # a refused read too: never a silent stall
             sub.close()
             return
