@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from gateway.actor import python_actor
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
-from gateway.actor.python_exec import FOLDER_PREFIX, PythonExecutor
+from gateway.actor.python_exec import FOLDER_PREFIX
 from gateway.actor.sandbox import (
     ENV_FILE,
     JOB_DIR,
@@ -215,7 +215,13 @@ async def test_an_environment_no_process_can_have_fails_the_job_clearly(
     await sup.submit_many([spec])
     result = await sup.output("bad-env", wait=30)
     assert result["status"] == "error", result
-    assert result["error"] == "env_vars: 'A=1;echo injected;B' is not a variable name", result
+    assert result["error"] == "env_vars: 'A=1;echo injected;B' cannot be a variable name", result
+    # names outside the contract's pattern but a process's to have reach the job
+    script = "import os; print(os.environ['my-var'], os.environ['-n'])"
+    spec = JobSpec(script=script, script_type="python", job_id="odd-env",
+                   env_vars={"my-var": "x", "-n": "y"})  # fmt: skip
+    await sup.submit_many([spec])
+    assert (await sup.output("odd-env", wait=30))["output"] == "x y\n"
 
 
 async def test_a_job_gets_none_of_the_files_its_actor_was_started_with(
@@ -285,24 +291,6 @@ async def test_a_job_folder_is_removed_even_when_its_job_times_out_meanwhile(
     result = await sup.run(job(DEEP_TREE + "print('deep')", timeout=1), wait=30)
     assert result["status"] == "timeout", result
     await eventually(lambda: asyncio.sleep(0, job_folders() <= before), within=20)
-
-
-def test_an_actor_removes_the_job_folders_a_dead_actor_left(config: Config) -> None:
-    gone = subprocess.Popen(["true"])  # a pid no process has now
-    gone.wait()
-    tmp = Path(tempfile.gettempdir())
-    left = tmp / f"{FOLDER_PREFIX}{gone.pid}-left"
-    deep = left.joinpath(*["d"] * 50)
-    deep.mkdir(parents=True)
-    (deep / "payload").write_bytes(b"x" * 1000)
-    kept = tmp / f"{FOLDER_PREFIX}1-alive"  # pid 1 runs: an actor of another process
-    kept.mkdir()
-    try:
-        executor = PythonExecutor(config)
-        asyncio.run(executor.aclose())
-        assert not left.exists() and kept.exists()
-    finally:
-        shutil.rmtree(kept)
 
 
 async def test_a_job_folder_too_deep_for_rmtree_is_removed(sup: Supervisor, actors: Any) -> None:
@@ -542,14 +530,15 @@ def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Pat
     assert args.split(b"\0") == [b"--bind", str(tmp_path).encode(), JOB_DIR.encode(),
                                   b"--clearenv", b""]  # fmt: skip
     assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"set -- 'A=1' 'B=it'\"'\"'s' \"$@\"\n"
-    check_environment({"A_1": "x", "_b": ""})
+    assert Sandbox.env_file({"my-var": "x", "-n": "y"}) == b"set -- 'my-var=x' '-n=y' \"$@\"\n"
+    check_environment({"A_1": "x", "_b": "", "my-var": "x", "a.b": "y", "1A": "z"})
     with pytest.raises(ValueError, match="NUL"):
         check_environment({"A": "x\0y"})
     check_environment({"A": "é" * 65534})  # "A=" and 131,068 bytes: exec passes 131,071
     with pytest.raises(ValueError, match="longer than the 128 KiB"):
         check_environment({"A": "é" * 65535})
-    for name in ("A=1;id;B", "1A", "A B", "A\nB", ""):  # an outside producer's env_vars
-        with pytest.raises(ValueError, match="not a variable name"):
+    for name in ("A=1;id;B", "", "A\0B"):  # an outside producer's env_vars
+        with pytest.raises(ValueError, match="cannot be a variable name"):
             check_environment({name: "x"})
 
 

@@ -22,7 +22,6 @@ import resource
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,9 +29,10 @@ from pathlib import Path
 from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, Sandbox, check_environment
+from gateway.actor.sandbox import JOB_DIR, Sandbox, check_environment, pipes
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
+from gateway.model import Claimed
 from gateway.model.job import as_stored
 
 log = logging.getLogger("gateway.actor")
@@ -44,6 +44,8 @@ MAX_OPEN_FILES = 256
 LIMIT_NAMES = {"memory": "memory limit", "processes": "process limit", "cpu": "CPU time limit"}
 #: A job's folder is ``<TMPDIR>/hero-job-<actor pid>-<random>``.
 FOLDER_PREFIX = "hero-job-"
+#: What removes a job folder rmtree could not (found once: a job's PATH is not ours).
+RM = shutil.which("rm") or "/bin/rm"
 #: How often (seconds) the CPU time of a running job is read from its cgroup:
 #: a job may overrun its limit by this much times the machine's cores.
 CPU_POLL = 0.2
@@ -67,7 +69,6 @@ class PythonExecutor:
         self.cpu_per_job = self.cgroups is not None and self.cgroups.cpu_parent is not None
         self._pool = WarmPool(self._start_sandbox, warm)
         self._removals: set[asyncio.Task[None]] = set()
-        _remove_leftovers(Path(tempfile.gettempdir()))
 
     def describe(self) -> dict[str, str]:
         """What the start-up log says about how jobs are confined."""
@@ -104,8 +105,7 @@ class PythonExecutor:
     async def _start_sandbox(self) -> Ready:
         """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
         assert self.sandbox is not None
-        read, write = os.pipe()
-        env_read, env_write = os.pipe()
+        (read, write), (env_read, env_write) = pipes(2)
         command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/job.py"]  # -u: lines live
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -167,31 +167,14 @@ class PythonExecutor:
         workdir = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         cg: cgroup.JobCgroup | None = None
         watch: asyncio.Task[None] | None = None
-        hit: str | None = None
         cpu = self._cpu(job.timeout)
         try:
             (workdir / "job.py").write_bytes(as_stored(job.script))
-            inside = JOB_DIR if self.sandbox else str(workdir)
-            env = {
-                "PATH": os.defpath,
-                "LANG": "C.UTF-8",
-                "HOME": inside,
-                "TMPDIR": "/tmp" if self.sandbox else inside,
-                **job.env_vars,
-                "JOB_ID": job.job_id,
-                "CALLER_ID": job.caller_id,
-                "CONTEXT_ID": job.context_id,
-            }
-            try:
-                check_environment(env)
-            except ValueError as exc:
-                raise JobFailed(str(exc)) from None
+            env = self._environment(job, workdir)
             if self.sandbox:
-                env_file = self.sandbox.env_file(env)
-                self.sandbox.prepare(workdir)
                 ready = await self._pool.take()
                 proc, cg = ready.proc, ready.cgroup
-                ready.launch(self.sandbox.job_args(workdir), env_file,
+                ready.launch(self.sandbox.job_args(workdir), self.sandbox.env_file(env),
                              None if self.cpu_per_job else cpu)  # fmt: skip
             else:
                 proc, cg = await self._start_unconfined(workdir, env, cpu)
@@ -199,17 +182,55 @@ class PythonExecutor:
                 watch = asyncio.create_task(_watch_cpu(cg, cpu))
             code, stdout, stderr = await _wait(proc, ctx.joblog, self.config.job_max_output)
         finally:
-            # not the job's to cancel: a timeout or stop while it runs left the
-            # folder (any size the job made it) on the host for good
-            removal = asyncio.ensure_future(_remove(workdir))
-            self._removals.add(removal)
-            removal.add_done_callback(self._removals.discard)
             if watch is not None:
                 watch.cancel()
+            hit = await self._clean_up(workdir, cg, cpu)
+        return self._result(code, stdout, stderr, hit, cpu)
+
+    def _environment(self, job: Claimed, workdir: Path) -> dict[str, str]:
+        """The job's environment, from scratch; JobFailed saying why if no
+        process can have it. Its folder is handed to the job's uid here too."""
+        inside = JOB_DIR if self.sandbox else str(workdir)
+        env = {
+            "PATH": os.defpath,
+            "LANG": "C.UTF-8",
+            "HOME": inside,
+            "TMPDIR": "/tmp" if self.sandbox else inside,
+            **job.env_vars,
+            "JOB_ID": job.job_id,
+            "CALLER_ID": job.caller_id,
+            "CONTEXT_ID": job.context_id,
+        }
+        try:
+            check_environment(env)
+        except ValueError as exc:
+            raise JobFailed(str(exc)) from None
+        if self.sandbox:
+            self.sandbox.prepare(workdir)
+        return env
+
+    async def _clean_up(self, workdir: Path, cg: cgroup.JobCgroup | None, cpu: int) -> str | None:
+        """Kill what is left of the job (its cgroup), then remove its folder;
+        the limit it hit, if any. The removal is not the job's to cancel: a
+        timeout or stop meanwhile left the folder, of any size the job made
+        it, on the host for good."""
+        hit: str | None = None
+        try:
             if cg is not None:
                 hit = "cpu" if cg.cpu is not None and cg.cpu_seconds() >= cpu else cg.limit_hit()
                 await asyncio.to_thread(cg.remove)
+        finally:
+            removal = asyncio.ensure_future(_remove(workdir))
+            self._removals.add(removal)
+            removal.add_done_callback(self._removals.discard)
             await asyncio.shield(removal)
+        return hit
+
+    def _result(
+        self, code: int, stdout: bytearray, stderr: bytearray, hit: str | None, cpu: int
+    ) -> str:
+        """The job's output; JobFailed with its stderr's tail (and the limit it
+        hit) when it exited non-zero."""
         limit = self.config.job_max_output
         text = stdout[:limit].decode("utf-8", "replace")
         if len(stdout) > limit:
@@ -235,37 +256,17 @@ async def _remove(folder: Path) -> None:
         return
     except (OSError, RecursionError):
         pass
-    proc = await asyncio.create_subprocess_exec(
-        "rm", "-rf", "--one-file-system", "--", str(folder),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    if await proc.wait() != 0:
-        log.warning("could not remove a job's folder", extra={"folder": str(folder)})
-
-
-def _remove_leftovers(tmp: Path) -> None:
-    """Job folders an actor that is gone left behind (``hero-job-<its pid>-…``:
-    killed while removing one), removed when an actor starts. A process still
-    running (an actor, or this one, which may hold several) keeps its own."""
-    left = []
-    for folder in tmp.glob(f"{FOLDER_PREFIX}*-*"):
-        pid = folder.name[len(FOLDER_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not _running(int(pid)):
-            left.append(str(folder))
-    if left:
-        log.warning("removing job folders left behind", extra={"folders": len(left)})
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", *left], check=False)
-
-
-def _running(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        return True
-    return True
+        proc = await asyncio.create_subprocess_exec(
+            RM, "-rf", "--one-file-system", "--", str(folder),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        removed = await proc.wait() == 0
+    except OSError:  # no process to be had (out of files, of processes)
+        removed = False
+    if not removed:
+        log.warning("could not remove a job's folder", extra={"folder": str(folder)})
 
 
 def _keep_inherited_files_from_jobs() -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -45,17 +44,16 @@ from gateway.model.job import as_stored
 
 #: Where the job folder appears inside the sandbox.
 JOB_DIR = "/job"
-#: The job's environment inside the sandbox, as ``NAME='value'`` lines.
+#: The job's environment inside the sandbox: ``set -- 'NAME=value' ... "$@"``.
 ENV_FILE = "/run/hero/job.env"
 #: Run (as ``sh -c LOAD_ENV sh COMMAND...``) by the job's uid: ENV_FILE puts
 #: the job's ``NAME=value`` words before the command's (``set --``), and
-#: ``env -i`` makes them the environment of the command it execs. ``"$@"`` is
-#: never split or expanded further.
-LOAD_ENV = f'. {ENV_FILE} && exec /usr/bin/env -i "$@"'
+#: ``env -i`` makes them the environment of the command it execs (after
+#: ``--``, a word starting with ``-`` is no option). ``"$@"`` is never split.
+LOAD_ENV = f'. {ENV_FILE} && exec /usr/bin/env -i -- "$@"'
 SHELL = "/bin/sh"
 #: Linux's most bytes of one ``NAME=value`` string an exec passes on (MAX_ARG_STRLEN).
 MAX_VARIABLE_BYTES = 128 * 1024 - 1
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: A single quote inside a single-quoted shell word: end it, a quoted quote, reopen.
 QUOTE = "'\"'\"'"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
@@ -72,18 +70,34 @@ class SandboxUnavailable(Exception):
 
 
 def check_environment(env: Mapping[str, str]) -> None:
-    """ValueError, saying why, for an environment no job can be given: a name
-    that is not a variable name (the contract's ``env_vars`` pattern, which an
-    outside producer's hash need not follow: in ENV_FILE it would be shell
-    text), a value with a NUL (no process environment can hold one) or one
+    """ValueError, saying why, for an environment no process can be given: a
+    name that is empty or holds ``=`` (the contract's ``env_vars`` pattern is
+    stricter, but an outside producer's hash need not follow it, and names
+    such as ``my-var`` are a process's to have), a NUL anywhere, or a variable
     past Linux's limit for one (``MAX_VARIABLE_BYTES``: exec refuses it)."""
     for name, value in env.items():
-        if not _VARIABLE.match(name):
-            raise ValueError(f"env_vars: {name[:64]!r} is not a variable name")
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"env_vars: {name[:64]!r} cannot be a variable name")
         if "\0" in value:
-            raise ValueError(f"env_vars: {name} may not contain NUL characters")
-        if len(as_stored(value)) + len(name) + 1 > MAX_VARIABLE_BYTES:
-            raise ValueError(f"env_vars: {name} is longer than the 128 KiB a variable may hold")
+            raise ValueError(f"env_vars: {name[:64]} may not contain NUL characters")
+        if len(as_stored(f"{name}={value}")) > MAX_VARIABLE_BYTES:
+            raise ValueError(
+                f"env_vars: {name[:64]} is longer than the 128 KiB a variable may hold"
+            )
+
+
+def pipes(count: int) -> list[tuple[int, int]]:
+    """``count`` pipes (read end, write end); none left open if one fails."""
+    made: list[tuple[int, int]] = []
+    try:
+        for _ in range(count):
+            made.append(os.pipe())
+    except BaseException:
+        for read, write in made:
+            os.close(read)
+            os.close(write)
+        raise
+    return made
 
 
 def python_paths() -> list[str]:
@@ -166,8 +180,8 @@ class Sandbox:
     @staticmethod
     def env_file(env: Mapping[str, str]) -> bytes:
         """ENV_FILE's text: ``set -- 'NAME=value' ... "$@"``, each word of a
-        checked environment (``check_environment``) single-quoted."""
-        words = "".join(f" '{k}={v.replace(chr(39), QUOTE)}'" for k, v in env.items())
+        checked environment (``check_environment``) single-quoted whole."""
+        words = "".join(f" '{f'{k}={v}'.replace(chr(39), QUOTE)}'" for k, v in env.items())
         return as_stored(f'set --{words} "$@"\n')
 
     def prepare(self, workdir: Path) -> None:
@@ -182,8 +196,7 @@ class Sandbox:
                 raise SandboxUnavailable(f"{tool} not found. {HOW_TO_FIX}")
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             self.prepare(Path(tmp))
-            read, write = os.pipe()
-            env_read, env_write = os.pipe()
+            (read, write), (env_read, env_write) = pipes(2)
             try:
                 proc = subprocess.Popen(
                     self.argv([sys.executable, "-I", "-c", "pass"], read, env_read),

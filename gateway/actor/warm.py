@@ -6,8 +6,9 @@ move after a quiet spell waits for an RCU grace period, 5-25 ms on these
 machines). So the python executor keeps bwrap processes ready, each already
 in a cgroup of its own and blocked reading the rest of its options from a
 pipe (``bwrap --args FD``, see Sandbox.argv). A job takes one, sends its
-folder and environment down the pipe, and a replacement starts in the
-background. Nothing runs in a ready sandbox before a job is sent to it, and
+folder down that pipe and its environment down a second one (read after,
+into a file only the job's uid reads: Sandbox.env_file), and a replacement
+starts in the background. Nothing runs in a ready sandbox before a job is sent to it, and
 one whose actor dies reads end-of-file and stops at once.
 """
 
@@ -42,9 +43,9 @@ class Ready:
         Sandbox.job_args and Sandbox.env_file). bwrap reads the options to
         their end first, then the environment to its end: a long write to
         either cannot block for good."""
-        if cpu_seconds is not None:
-            resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         try:
+            if cpu_seconds is not None:
+                resource.prlimit(self.proc.pid, resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
             _send(self.args_fd, args)
             os.close(self.args_fd)  # end-of-file: bwrap goes on, to the environment
             self.args_fd = -1
