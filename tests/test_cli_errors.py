@@ -70,6 +70,7 @@ ACTOR = ("actor", "--script-type", "python", "--redis-url", NOWHERE)
         ((*ACTOR, "--concurrency", "0"), "--concurrency: must be at least 1"),
         ((*ACTOR, "--concurrency", "-3"), "--concurrency: must be at least 1"),
         ((*ACTOR, "--job-memory-mb", "-5"), "--job-memory-mb: must be at least 1"),
+        ((*ACTOR, "--job-uid", "0"), "--job-uid: must be at least 1"),  # jobs as root
         (("archive", "--consumer", "c\udcff", "--redis-url", NOWHERE), "--consumer: not UTF-8"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else None,

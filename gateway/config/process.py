@@ -142,8 +142,8 @@ class JobSettings:
     )
     job_uid: int = setting(
         65534,
-        non_negative_int,
-        "Host uid and gid python jobs run as when the actor runs as root.",
+        positive_int,
+        "Host uid and gid python jobs run as when the actor runs as root (not 0: root).",
         ("actor", "dev"),
     )
     job_memory_mb: int = setting(
