@@ -160,9 +160,10 @@ async def verify(client: aioredis.Redis, jobs: list[dict[str, Any]], since: str)
     The stream keeps about ``HERO_EVENTS_MAXLEN`` entries (100,000: five per
     job, so 20,000 jobs), and a longer run's first events are trimmed before
     this check reads them. A job whose event is not found is then a miss only
-    if it finished at or after the oldest entry left (its hash's
-    ``updated_at``, written by the same call as the event); the others are
-    counted as ``trimmed_events``, which is not a problem."""
+    if it finished after the millisecond of the oldest entry left (its hash's
+    ``updated_at``, written by the same call as the event; trimming may cut
+    inside a millisecond); the others are counted as ``trimmed_events``,
+    which is not a problem."""
     bad_status = bad_output = 0
     finished_ms: dict[str, int] = {}
     for start in range(0, len(jobs), 2000):
@@ -191,7 +192,7 @@ async def verify(client: aioredis.Redis, jobs: list[dict[str, Any]], since: str)
         cursor = page[-1][0]
     trimmed = 0
     if wanted and oldest_ms is not None and oldest_ms > int(since.split("-")[0]):
-        trimmed = sum(1 for j in wanted if finished_ms.get(j, oldest_ms) < oldest_ms)
+        trimmed = sum(1 for j in wanted if finished_ms.get(j, oldest_ms + 1) <= oldest_ms)
     return {
         "bad_status": bad_status,
         "bad_output": bad_output,

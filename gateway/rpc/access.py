@@ -7,7 +7,10 @@ cannot forget a check and a method without a scope cannot be served
 
 Scopes:
 
-- ``public``: anyone, before authenticating too (``auth.login``, ``rpc.discover``).
+- ``public``: anyone, before authenticating too (``auth.login``, ``rpc.discover``),
+  on a WebSocket; over HTTP, while keys exist, a POST needs a valid key
+  before its body is read (``rpc/app.py``; the contract is also at
+  ``GET /openrpc.json``).
 - ``user``: any identity; the method touches no job (stats, actors, whoami).
 - ``owner``: any identity; for a ``user`` key the method sees only its own
   jobs. A job id it names (``job_id``, ``job_ids``) that belongs to another

@@ -204,10 +204,11 @@ class Gateway:
         single request answered -32007 (Redis unavailable) is a 503 with
         ``Retry-After``, like a refused key check.
 
-        Who is asking is settled before the body is read: an HTTP request has
-        no session to ``auth.login`` on, so without a valid key (while keys
-        exist) no answer but -32004 could come of it, and a frame no one may
-        send costs nothing to parse or answer."""
+        Who is asking is settled before the body is read: while keys exist, a
+        POST without a valid one is refused whole (even a lone public
+        ``rpc.discover``: the contract is at ``GET /openrpc.json``, and HTTP
+        has no session to ``auth.login`` on), so a frame no one may send
+        costs nothing to parse or answer."""
         _, auth = self._ready()
         try:
             mode = await auth.mode(request.headers.get("authorization"))
