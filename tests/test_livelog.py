@@ -132,9 +132,9 @@ async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
     await link.open()
     try:
         assert [c.job_id for c in await link.cycle([], 1)] == ["t1"]
-        await link.report_output("t1", "a" * 30 + "\n" + "b" * 30, (0.5, "half"), cap=40)
+        await link.report_output("t1", "a" * 30 + "\n" + "b" * 30, (0.5, "half"), attempt=1, cap=40)
         assert await rds.get(keys.logs("t1")) == "b" * 30 + "\n"  # cut at a line
-        await link.report_output("t1", "é" * 30, None, cap=42)
+        await link.report_output("t1", "é" * 30, None, attempt=1, cap=42)
         kept = await rds.get(keys.logs("t1"))
         assert kept == "é" * 20 + "\n"  # no line end in it: cut at a character
         entries = [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "t1"]
@@ -150,9 +150,9 @@ async def test_hero_log_trims_the_tail_and_is_quiet_once_the_job_ended(
 
         await sup.stop("t1")
         before = await rds.xlen(keys.EVENTS)
-        await link.report_output("t1", "late", (1.0, "done"), cap=100)
+        await link.report_output("t1", "late", (1.0, "done"), attempt=1, cap=100)
         assert await rds.xlen(keys.EVENTS) == before  # the terminal event stays the last
-        await link.report_output("t1", "", None, cap=100, tail="the whole tail\n")
+        await link.report_output("t1", "", None, attempt=1, cap=100, tail="the whole tail\n")
         assert await rds.get(keys.logs("t1")) == "the whole tail\n"
         assert await rds.ttl(keys.logs("t1")) > 0  # it expires with the job
     finally:
@@ -186,10 +186,43 @@ async def test_log_and_progress_events_are_no_transitions_in_the_metrics(
     await link.open()
     try:
         assert [c.job_id for c in await link.cycle([], 1)] == ["t2"]
-        await link.report_output("t2", "a line\nanother", (0.5, "half"), cap=100)
-        await link.report_output("t2", "more", (0.75, "most"), cap=100)
+        await link.report_output("t2", "a line\nanother", (0.5, "half"), attempt=1, cap=100)
+        await link.report_output("t2", "more", (0.75, "most"), attempt=1, cap=100)
     finally:
         await link.close()
     assert transitions(await metrics.render()) == {
         ("created", "python"): 1, ("dispatched", "python"): 1, ("started", "python"): 1,
     }  # fmt: skip
+
+
+async def test_hero_log_writes_only_for_the_run_the_job_hash_names(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    """The job hash's ``actor`` and ``attempt`` are the writer's, or nothing
+    is written (False): not its log tail, not its last tail, no event."""
+    await sup.create(job(job_id="t3", caller_id="c1"))
+    await sup.start("t3")
+    link = ActorLink(config, "python", "g", "i")
+    await link.open()
+    try:
+        assert [c.attempt for c in await link.cycle([], 1)] == [1]
+        assert await link.report_output("t3", "mine", None, attempt=1, cap=100)
+        before = await rds.xlen(keys.EVENTS)
+        await rds.hset(keys.job("t3"), "attempt", "2")  # a later attempt runs (here again)
+        assert not await link.report_output("t3", "stale", (0.5, "h"), attempt=1, cap=100)
+        assert not await link.report_output("t3", "", None, attempt=1, cap=100, tail="all\n")
+        await rds.hset(keys.job("t3"), mapping={"attempt": "1", "actor": "another"})
+        assert not await link.report_output("t3", "stale", None, attempt=1, cap=100)
+        # an actor that sends no attempt ("0") is held to the actor alone
+        assert not await link.report_output("t3", "stale", None, attempt=0, cap=100)
+        assert await rds.get(keys.logs("t3")) == "mine\n"
+        assert await rds.xlen(keys.EVENTS) == before
+        await rds.hset(keys.job("t3"), "actor", link.name)
+        assert await link.report_output("t3", "again", None, attempt=0, cap=100)
+        assert await rds.get(keys.logs("t3")) == "mine\nagain\n"
+        await sup.delete("t3")
+        await sup.create(job(job_id="t3", caller_id="c2"))  # the id taken by another job
+        assert not await link.report_output("t3", "", None, attempt=1, cap=100, tail="all\n")
+        assert not await rds.exists(keys.logs("t3"))
+    finally:
+        await link.close()

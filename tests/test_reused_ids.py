@@ -16,6 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from gateway.supervisor import keys
 from tests import test_server_auth as auth
 from tests.helpers import eventually, job
 from tests.server_support import Rpc, Server
@@ -91,3 +92,48 @@ async def test_a_subscription_to_a_deleted_job_sees_none_of_the_next_owners_even
             seen.append((await alice.event(20))["event"])
         assert {event["job_id"] for event in seen} == {"alice-after"}
         assert SECRET not in json.dumps(alice.received)
+
+
+#: Prints a secret line every 0.25 s, twelve times (flushed by the executor's -u).
+CHATTY = """
+import time
+for i in range(12):
+    print(f"BOB SECRET LINE {i}")
+    time.sleep(0.25)
+"""
+
+
+async def logs_of(rpc: Rpc) -> str:
+    text: str = (await rpc.call("job.logs", {"job_id": JOB_ID}))["logs"] or ""
+    return text
+
+
+async def test_a_deleted_running_jobs_late_logs_never_reach_the_next_owners_job(
+    server: Server, keyring: dict[str, str], actors: Any, rds: aioredis.Redis
+) -> None:
+    """bob deletes his running job; its script runs on a while, its actor
+    still reporting its lines and, at its end, its whole log tail. alice's
+    job under the id (one no actor serves) gets none of them."""
+    actor = actors()
+    held = keys.held("python", actor.group, actor.instance)
+    async with as_(server, keyring["bob"]) as bob, as_(server, keyring["alice"]) as alice:
+        await bob.call("job.create", {"job": job(CHATTY, job_id=JOB_ID)})
+        await bob.call("job.start", {"job_id": JOB_ID})
+
+        async def bob_sees_a_line() -> bool:
+            return "BOB SECRET LINE 1" in await logs_of(bob)
+
+        await eventually(bob_sees_a_line)
+        assert (await bob.call("job.delete", {"job_id": JOB_ID})) == {"deleted": True}
+        await alice.call("job.create", {"job": job("print('mine')", job_id=JOB_ID, group="nobody")})
+        seen = []
+
+        async def bobs_run_reported() -> bool:
+            """Its end reported (after its last log report): nothing more comes."""
+            seen.append(await logs_of(alice))
+            return bool(await rds.llen(held) == 0)
+
+        await eventually(bobs_run_reported, within=20)
+        seen.append(await logs_of(alice))
+        assert not [text for text in seen if "BOB SECRET" in text]
+        assert (await alice.call("job.status", {"job_id": JOB_ID}))["status"] == "created"

@@ -245,7 +245,9 @@ class Actor:
         ctx = JobContext(job, joblog)
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
-            await link.report_output(job.job_id, lines, progress, cap=joblog.tail_size, tail=tail)
+            await link.report_output(
+                job.job_id, lines, progress, attempt=job.attempt, cap=joblog.tail_size, tail=tail
+            )
 
         ctx.live = LiveLog(joblog, report)
         ctx.live.start()

@@ -323,11 +323,19 @@ def cycle(
 
 
 def log(
-    job_id: str, actor: str, lines: str, progress: tuple[float, str] | None, cap: int, tail: str
+    job_id: str,
+    actor: str,
+    attempt: int,
+    lines: str,
+    progress: tuple[float, str] | None,
+    cap: int,
+    tail: str,
 ) -> Call[bool]:
-    """A running job's new log lines and latest progress (see hero_log)."""
+    """A running job's new log lines and latest progress (see hero_log);
+    False: nothing written, the job is no longer ``actor``'s ``attempt``."""
     fraction, message = (repr(progress[0]), progress[1]) if progress else ("", "")
-    return Call("hero_log", (job_id, actor, lines, fraction, message, cap, tail), _bool)
+    args = (job_id, actor, lines, fraction, message, cap, tail, attempt)
+    return Call("hero_log", args, _bool)
 
 
 def stream_touch(stream: str, consumer: str) -> Call[int]:

@@ -288,17 +288,21 @@ class ActorLink:
         lines: str,
         progress: tuple[float, str] | None = None,
         *,
+        attempt: int,
         cap: int,
         tail: str = "",
-    ) -> None:
+    ) -> bool:
         """A running job's new log ``lines`` and latest ``progress``, in one call
         (``hero_log``): appended to the log tail ``job.logs`` reads from any host
         (kept to ``cap`` bytes), and sent to subscribers as ``log`` and
         ``progress`` events while the job runs. A non-empty ``tail`` replaces
-        the log tail (the job's last report); it expires with the job."""
-        await library.call(
-            self._wire, self._config, functions.log(job_id, self.name, lines, progress, cap, tail)
-        )
+        the log tail (the job's last report); it expires with the job.
+
+        False: nothing was written, as the job hash no longer names this
+        actor's ``attempt`` (deleted, its id taken by another job, or a later
+        attempt runs): the run's lines are not that job's, and it reports no more."""
+        call = functions.log(job_id, self.name, attempt, lines, progress, cap, tail)
+        return await library.call(self._wire, self._config, call)
 
     # -- background ------------------------------------------------------------
 

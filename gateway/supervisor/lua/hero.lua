@@ -1493,13 +1493,21 @@ end
 -- job is still started by this actor, `lines` becomes a `log` event and a
 -- `progress` ("" for none) a `progress` event with `message`; after the job
 -- ended, nothing more is emitted (the terminal event stays the last one).
--- ARGV: head, job_id, actor, lines, progress, message, cap, tail
+-- Only the run the job hash names writes: its `actor` and `attempt` (the
+-- ones `take` set, kept by a stop or an end) are the caller's. Else the
+-- call writes nothing and returns 0, and the actor stops reporting: its run
+-- is no longer the job's (deleted and the id taken by another job, or a
+-- later attempt runs), and its lines would land in that job's log.
+-- ARGV: head, job_id, actor, lines, progress, message, cap, tail, attempt
+-- ("0": not known, as from an actor that sends none: the actor alone decides)
+-- Returns 1 when written.
 local function hero_log(_, args)
   local ctx = context(args)
   local id, actor, lines, progress = args[H + 1], args[H + 2], args[H + 3], args[H + 4]
-  local message, cap, tail = args[H + 5], tonumber(args[H + 6]), args[H + 7]
-  local st = redis.call('HMGET', JOB .. id, 'status', 'actor')
-  if not st[1] then return 0 end
+  local message, cap, tail, attempt = args[H + 5], tonumber(args[H + 6]), args[H + 7], args[H + 8]
+  local st = redis.call('HMGET', JOB .. id, 'status', 'actor', 'attempt')
+  if not st[1] or st[2] ~= actor then return 0 end
+  if attempt and attempt ~= '0' and st[3] ~= attempt then return 0 end
   local lk = LOGS .. id
   if tail ~= '' then
     redis.call('SET', lk, tail)
@@ -1514,7 +1522,7 @@ local function hero_log(_, args)
     end
     redis.call('SET', lk, kept, 'KEEPTTL')
   end
-  if st[1] ~= 'started' or st[2] ~= actor then return 0 end
+  if st[1] ~= 'started' then return 1 end
   local f = about(ctx, id)
   local common = {'job_id', id, 'event', '', 'status', 'started', 'script_type', f[1] or '',
     'group', f[2] or '', 'instance', f[3] or '', 'actor', f[4] or '', 'caller_id', f[5] or '',
