@@ -27,8 +27,9 @@ def follow(path: Path, **caps: int) -> tuple[LiveLog, JobLog, Reported]:
     """A job's log and its live log, wired as the actor wires them."""
     reported: Reported = []
 
-    async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
+    async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:
         reported.append((lines, progress, tail))
+        return True
 
     joblog = JobLog(str(path), limit=1 << 20)
     return LiveLog(joblog, report, interval=0.05, **caps), joblog, reported
@@ -114,6 +115,29 @@ async def test_batches_and_the_job_are_capped(tmp_path: Path) -> None:
     await eventually(lambda: asyncio.sleep(0, len(reported) == 3), within=5)
     await live.close(tail="")
     assert reported[2:] == [("", (0.9, "later"), "")]  # the job's budget is spent
+
+
+async def test_a_run_no_longer_the_jobs_reports_no_more(tmp_path: Path) -> None:
+    """Once a report comes back unwritten (the job deleted, its id maybe
+    another job's now, or a later attempt runs), no look, line or last
+    tail of this run is sent again."""
+    path = tmp_path / "j.log"
+    reported: Reported = []
+
+    async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:
+        reported.append((lines, progress, tail))
+        return False
+
+    joblog = JobLog(str(path), limit=1 << 20)
+    live = LiveLog(joblog, report, interval=0.05)
+    live.start()
+    joblog.write(b"one\n")
+    await eventually(lambda: asyncio.sleep(0, bool(reported)), within=5)
+    joblog.write(b"two\n")
+    live.progress(0.5, "half")
+    await asyncio.sleep(0.2)  # four ticks: time passing is the case
+    await live.close(tail="one\ntwo\n")
+    assert reported == [("one", None, "")]
 
 
 def test_progress_must_be_a_fraction(tmp_path: Path) -> None:

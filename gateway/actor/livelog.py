@@ -33,8 +33,9 @@ from gateway.actor.joblog import JobLog
 
 log = logging.getLogger("gateway.actor.livelog")
 
-#: ``(lines, progress, tail)``: one report to the supervisor (see ``ActorLink.report_output``).
-Report = Callable[[str, tuple[float, str] | None, str], Awaitable[None]]
+#: ``(lines, progress, tail)``: one report to the supervisor (see
+#: ``ActorLink.report_output``); False: the job is no longer this run's.
+Report = Callable[[str, tuple[float, str] | None, str], Awaitable[bool]]
 
 #: Seconds between two looks at one job's log: at most four reports a second.
 INTERVAL = 0.25
@@ -82,6 +83,7 @@ class LiveLog:
         self._woken = False  # the job wrote to its log or reported progress
         self._looked = False  # a look ran
         self._closed = False
+        self._disowned = False  # a report found the job no longer this run's
 
     def progress(self, fraction: float, message: str) -> None:
         """Note the job's progress; only the latest of a tick is reported."""
@@ -139,10 +141,13 @@ class LiveLog:
 
     async def _send(self, lines: str, tail: str) -> None:
         progress, self._progress = self._progress, None
-        if not (lines or progress or tail):
+        if self._disowned or not (lines or progress or tail):
             return
         try:
-            await self._report(lines, progress, tail)
+            if not await self._report(lines, progress, tail):
+                # deleted (its id maybe another job's now) or a later attempt
+                # runs: no later report is the job's either, so none is sent
+                self._disowned = self._closed = True
         except Exception:  # a live log must never fail its job
             log.warning("live log report failed", exc_info=True)
 

@@ -244,8 +244,8 @@ class Actor:
         joblog = JobLog(log_path, self.config.job_max_log)
         ctx = JobContext(job, joblog)
 
-        async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> None:
-            await link.report_output(
+        async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:
+            return await link.report_output(
                 job.job_id, lines, progress, attempt=job.attempt, cap=joblog.tail_size, tail=tail
             )
 
