@@ -7,8 +7,9 @@ a log pipeline can filter by job id without parsing messages.
 what to change) or unreachable; commands print it, actors log it.
 
 No credential reaches a log line, at any level: the handler ``setup``
-installs carries ``Redact``, which masks API keys and Authorization header
-values (and cookies) in every record it writes, whoever logged it. That matters at debug
+installs carries ``Redact``, which masks API keys and the values of
+credential headers (Authorization, cookies, X-Api-Key, ``*-Token``, ...) in
+every record it writes, whoever logged it. That matters at debug
 level, where uvicorn's and websockets' own loggers print every upgrade's
 request headers, ``Authorization: Bearer hgk_…`` included. Frames are kept
 out whole (``NoFrames``): what they carry cannot be masked by pattern.
@@ -42,17 +43,31 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 MASK = "[redacted]"
 
+#: Names of headers whose values are credentials: Authorization and Cookie (a
+#: browser sends every localhost cookie, other programs' too), API keys and
+#: tokens under names of their own (``X-Api-Key``, ``X-Auth-Token``), and
+#: Sec-WebSocket-Protocol, where some WebSocket clients carry a token because
+#: a browser cannot set Authorization on an upgrade.
+_CREDENTIAL_HEADERS = (
+    r"(?:proxy-)?authorization|(?:set-)?cookie|(?:x-)?api-key|sec-websocket-protocol"
+    r"|[\w-]*-(?:token|secret)|[\w-]*password[\w-]*"
+)
+
 #: Credentials as they appear in log lines; group 1 is what stays before the mask.
 _SECRETS = (
     re.compile(rf"(){re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"),  # an API key, anywhere
     re.compile(r"(?i)(\bbearer\s+)[^\s'\"]+"),  # a bearer token
-    # an Authorization or Cookie header's value, as "name: value" or a ("name",
-    # "value") pair (a browser sends every localhost cookie, other programs' too)
-    re.compile(
-        r"(?i)(\b(?:(?:proxy-)?authorization|(?:set-)?cookie)\b['\"]?\s*[:=,]\s*(?:b?['\"])?)"
-        r"[^\r\n'\"]+"
-    ),
     re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),  # a URL's password
+    # a credential header's value quoted after its quoted name, as a ("name",
+    # "value") pair or a JSON or dict entry: up to its closing quote, which a
+    # quote inside the value (Digest's response="...") does not end
+    re.compile(
+        rf"(?i)((?<![\w-])b?(?P<nq>['\"])(?:{_CREDENTIAL_HEADERS})(?P=nq)[ \t]*[:=,][ \t]*"
+        r"b?(?P<vq>['\"]))(?:\\.|(?!(?P=vq))[^\\\r\n])*"
+    ),
+    # a header line, "name: value": the value is the rest of the line, quotes
+    # and commas included (not after ? or &: a query parameter is a URL's)
+    re.compile(rf"(?i)((?<![\w?&-])(?:{_CREDENTIAL_HEADERS})[ \t]*[:=][ \t]*)[^\r\n]+"),
 )
 
 

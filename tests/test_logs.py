@@ -71,6 +71,47 @@ def test_cookies_are_masked() -> None:
     assert redact("cookies are fine: 3 jobs") == "cookies are fine: 3 jobs"
 
 
+def test_a_quoted_authorization_value_is_masked_whole() -> None:
+    """Digest (and other schemes) quote parts of the value: a header line is
+    masked to its end, a quoted value to its closing quote, not its first."""
+    digest = 'Digest username="u", response="DIGESTSECRET1"'
+    assert redact(f"< authorization: {digest}") == f"< authorization: {MASK}"
+    pair = f"[(b'authorization', b'{digest}'), (b'host', b'x')]"
+    assert redact(pair) == f"[(b'authorization', b'{MASK}'), (b'host', b'x')]"
+    both = "(b'authorization', b'it\\'s \"q\" S3CRET'), (b'host', b'x')"  # repr escapes '
+    assert redact(both) == f"(b'authorization', b'{MASK}'), (b'host', b'x')"
+
+
+def test_every_credential_header_is_masked_in_both_forms() -> None:
+    """Keys and tokens travel under headers of their own, without our prefix;
+    some WebSocket clients carry one in the subprotocol."""
+    for name in (
+        "X-Api-Key",
+        "api-key",
+        "X-Auth-Token",
+        "X-Csrf-Token",
+        "X-Client-Secret",
+        "X-Password",
+        "Proxy-Authorization",
+        "Sec-WebSocket-Protocol",
+    ):
+        assert redact(f"< {name}: RAWSECRET1") == f"< {name}: {MASK}", name
+        pair = f"[(b'{name.lower()}', b'RAWSECRET1'), (b'host', b'x')]"
+        assert redact(pair) == f"[(b'{name.lower()}', b'{MASK}'), (b'host', b'x')]", name
+        assert redact(f'{{"{name}": "RAWSECRET1"}}') == f'{{"{name}": "{MASK}"}}', name
+
+
+def test_ordinary_words_and_headers_stay() -> None:
+    for line in (
+        "key k-1 created for job j-1",
+        "< sec-websocket-key: dGhlIHNhbXBsZQ==",
+        "< host: 127.0.0.1:8080",
+        "the token bucket is full: 3 jobs wait",
+        "Redis refused user 'u': WRONGPASS invalid username-password pair",
+    ):
+        assert redact(line) == line
+
+
 def test_records_carrying_a_websocket_frame_are_dropped_whatever_their_level() -> None:
     """As websockets logs a frame: its text cut to head and tail, so the end of
     a key shows without the prefix a pattern could find it by."""

@@ -64,15 +64,19 @@ def keyed_server(
         yield started
 
 
-async def upgrade(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def upgrade(
+    port: int, target: str = "/ws", headers: str = "", status: int = 101
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw upgrade of ``target``, answered ``status``; ``headers`` are extra
+    ``Name: value\\r\\n`` lines."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     key = base64.b64encode(os.urandom(16)).decode()
     writer.write(
-        f"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        f"GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n".encode()
     )
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-    assert b" 101 " in head.split(b"\r\n", 1)[0], head
+    assert f" {status} ".encode() in head.split(b"\r\n", 1)[0], head
     return reader, writer
 
 
@@ -230,3 +234,24 @@ async def test_no_frame_text_reaches_the_log_at_debug_level(
         pieces = [text[i : i + 10] for i in range(len(text) - 9)]
         assert not [piece for piece in pieces if piece in log]
     assert "connection is OPEN" in log and "GET /ws" in log
+
+
+async def test_credential_headers_are_masked_at_debug_level(
+    keyed_server: Server,
+) -> None:
+    """What clients other than ours send: a Digest Authorization (quoted
+    parts), API keys without our prefix in headers of their own, a token in the
+    subprotocol. The log (debug level, so the upgrade's headers are in it)
+    keeps the names and masks every value."""
+    headers = (
+        'Authorization: Digest username="u", response="DIGESTSECRET1"\r\n'
+        "X-Api-Key: RAWSECRETNOPREFIX1\r\n"
+        "X-Auth-Token: AUTHTOKENSECRET1\r\n"
+        "Sec-WebSocket-Protocol: jsonrpc, bearer.PROTOSECRET1\r\n"
+    )
+    _, writer = await upgrade(keyed_server.port, "/ws", headers, status=401)  # not our scheme
+    writer.close()
+    secrets = ("DIGESTSECRET1", "RAWSECRETNOPREFIX1", "AUTHTOKENSECRET1", "PROTOSECRET1")
+    log = keyed_server.log()
+    assert not [s for s in secrets if s in log]
+    assert "x-api-key: [redacted]" in log.lower()  # the names stay, to debug with
