@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 from websockets.frames import Frame as WebSocketFrame
 
-from gateway.config import mask_password
+from gateway.config import URL_SECRETS, mask_password
 from gateway.supervisor.auth import KEY_PREFIX
 from gateway.supervisor.connection import RedisRefused
 
@@ -57,7 +57,7 @@ _CREDENTIAL_HEADERS = (
 _SECRETS = (
     re.compile(rf"(){re.escape(KEY_PREFIX)}[A-Za-z0-9_\-]+"),  # an API key, anywhere
     re.compile(r"(?i)(\bbearer\s+)[^\s'\"]+"),  # a bearer token
-    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),  # a URL's password
+    *URL_SECRETS,  # a URL's password, credentials in a query string
     # a credential header's value quoted after its quoted name, as a ("name",
     # "value") pair or a JSON or dict entry: up to its closing quote, which a
     # quote inside the value (Digest's response="...") does not end

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.cli import build_parser
-from gateway.config import SETTINGS, Config, Setting, add_arguments, markdown_table, resolve
+from gateway.config import (
+    SETTINGS,
+    Config,
+    Setting,
+    add_arguments,
+    markdown_table,
+    mask_password,
+    resolve,
+)
 from tests.conftest import ROOT
+from tests.test_cli_errors import hero
 
 #: How to reach each command's own flags on the real CLI.
 PREFIX = {
@@ -125,3 +135,27 @@ def test_a_stream_type_must_be_a_script_type() -> None:
     with pytest.raises(SystemExit, match="HERO_STREAM_TYPES: nope"):
         resolve(environ=env)
     assert resolve(environ=dict(env, HERO_STREAM_TYPES="osis")).stream_types == ("osis",)
+
+
+def test_a_redis_password_is_masked_wherever_the_url_writes_it() -> None:
+    """redis-py reads a password from the query string too (``?password=``)."""
+    assert mask_password("redis://u:p@ss@h:1/0") == "redis://u:***@h:1/0"
+    url = "redis://127.0.0.1:7451/0?username=tester&password=PW1&db=2"
+    assert mask_password(url) == "redis://127.0.0.1:7451/0?username=tester&password=***&db=2"
+    assert mask_password("unix:///run/r.sock?password=PW1") == "unix:///run/r.sock?password=***"
+    assert mask_password("redis://h:6379/0?db=1") == "redis://h:6379/0?db=1"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:1/0?username=tester&password=PWSECRETacl1",
+        "redis://tester:PWSECRETacl1@127.0.0.1:1/0",
+    ],
+)
+def test_config_hides_the_redis_password(tmp_path: Path, url: str) -> None:
+    """`hero-gateway config` says passwords are hidden: in the query too."""
+    done = hero(tmp_path, "config", "--redis-url", url)  # reads settings, connects nowhere
+    assert done.returncode == 0, done.stderr
+    assert "PWSECRETacl1" not in done.stdout + done.stderr
+    assert "redis_url" in done.stdout and "127.0.0.1:1/0" in done.stdout and "***" in done.stdout

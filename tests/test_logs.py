@@ -101,6 +101,24 @@ def test_every_credential_header_is_masked_in_both_forms() -> None:
         assert redact(f'{{"{name}": "RAWSECRET1"}}') == f'{{"{name}": "{MASK}"}}', name
 
 
+def test_credentials_in_query_strings_are_masked() -> None:
+    """uvicorn logs every request's path with its query at info level; only
+    the values of parameters whose names say credential go."""
+    line = '127.0.0.1:4 - "WebSocket /ws?access_token=QS1&key=QS2&job_id=j-1" [accepted]'
+    assert (
+        redact(line)
+        == f'127.0.0.1:4 - "WebSocket /ws?access_token={MASK}&key={MASK}&job_id=j-1" [accepted]'
+    )
+    for name in ("token", "api_key", "apikey", "password", "passwd", "secret", "auth", "signature"):
+        assert (
+            redact(f"POST /x?page=2&{name}=QS3 HTTP/1.1")
+            == f"POST /x?page=2&{name}={MASK} HTTP/1.1"
+        )
+    url = "redis://127.0.0.1:7451/0?username=tester&password=PW1"
+    assert redact(url) == f"redis://127.0.0.1:7451/0?username=tester&password={MASK}"
+    assert redact("redis://u:p@ss@h:1/0") == f"redis://u:{MASK}@h:1/0"  # urlsplit's password
+
+
 def test_ordinary_words_and_headers_stay() -> None:
     for line in (
         "key k-1 created for job j-1",
@@ -108,6 +126,8 @@ def test_ordinary_words_and_headers_stay() -> None:
         "< host: 127.0.0.1:8080",
         "the token bucket is full: 3 jobs wait",
         "Redis refused user 'u': WRONGPASS invalid username-password pair",
+        '"GET /jobs?author=me&job_id=j-1&page=2 HTTP/1.1" 200',
+        "redis://h:6379/0 and redis://u@h:6379",
     ):
         assert redact(line) == line
 

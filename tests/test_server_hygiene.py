@@ -22,7 +22,7 @@ import websockets
 from gateway.rpc.websocket import AUTH_TIMEOUT
 from gateway.supervisor.auth import KeyStore
 from gateway.supervisor.wire import Wire
-from tests.server_support import Rpc, Server, post, running_server
+from tests.server_support import Rpc, Server, http_post, post, running_server
 
 DEADLINE = 3.0
 IDLE_SOCKETS = 2000
@@ -236,22 +236,27 @@ async def test_no_frame_text_reaches_the_log_at_debug_level(
     assert "connection is OPEN" in log and "GET /ws" in log
 
 
-async def test_credential_headers_are_masked_at_debug_level(
+async def test_credential_headers_and_query_parameters_are_masked_at_debug_level(
     keyed_server: Server,
 ) -> None:
     """What clients other than ours send: a Digest Authorization (quoted
     parts), API keys without our prefix in headers of their own, a token in the
-    subprotocol. The log (debug level, so the upgrade's headers are in it)
-    keeps the names and masks every value."""
+    subprotocol, credentials in the query string. The log (debug level, so
+    the upgrade's headers are in it) keeps the names and masks every value."""
     headers = (
         'Authorization: Digest username="u", response="DIGESTSECRET1"\r\n'
         "X-Api-Key: RAWSECRETNOPREFIX1\r\n"
         "X-Auth-Token: AUTHTOKENSECRET1\r\n"
         "Sec-WebSocket-Protocol: jsonrpc, bearer.PROTOSECRET1\r\n"
     )
-    _, writer = await upgrade(keyed_server.port, "/ws", headers, status=401)  # not our scheme
+    target = "/ws?access_token=QUERYSECRET1&key=hgk_QUERYKEYSECRET1&job=j-1"
+    _, writer = await upgrade(keyed_server.port, target, headers, status=401)  # not our scheme
     writer.close()
+    nowhere = f"{keyed_server.http}/nope?password=PWQUERY1&page=2"
+    assert (await asyncio.to_thread(http_post, nowhere, "{}", None))[0] == 404
     secrets = ("DIGESTSECRET1", "RAWSECRETNOPREFIX1", "AUTHTOKENSECRET1", "PROTOSECRET1")
     log = keyed_server.log()
-    assert not [s for s in secrets if s in log]
+    assert not [s for s in (*secrets, "QUERYSECRET1", "QUERYKEYSECRET1", "PWQUERY1") if s in log]
     assert "x-api-key: [redacted]" in log.lower()  # the names stay, to debug with
+    assert "/ws?access_token=[redacted]&key=[redacted]&job=j-1" in log  # info level
+    assert "/nope?password=[redacted]&page=2" in log  # uvicorn.access

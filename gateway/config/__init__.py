@@ -17,6 +17,7 @@ from gateway.config.queue import (
     DEFAULT_REDIS_URL,
     DEFAULT_SCRIPT_TYPES,
     LEGACY_KINDS,
+    URL_SECRETS,
     mask_password,
 )
 from gateway.config.resolve import (
@@ -38,6 +39,7 @@ __all__ = [
     "LEGACY_KINDS",
     "SETTINGS",
     "TIME_HELP",
+    "URL_SECRETS",
     "Config",
     "Setting",
     "add_arguments",

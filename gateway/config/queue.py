@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from gateway.config.setting import (
     EVERY_COMMAND,
@@ -27,17 +28,31 @@ LEGACY_KINDS = ("work_queue", "actor_queue")
 REDIS_URL_FORM = "redis://[user:password@]host[:port][/db], rediss://… (TLS) or unix:///path"
 
 
+#: Where a URL carries a credential: its user's password (``user:PASSWORD@``,
+#: up to the netloc's last ``@`` as urlsplit reads it) and the value of a query
+#: parameter whose name says credential (``?password=``, which redis-py reads
+#: too, ``access_token``, ``api_key``, ``signature``...). One rule for every
+#: place a URL is shown: ``mask_password`` and the log redaction (``gateway.logs``).
+#: Group 1 is what stays before the mask.
+URL_SECRETS = (
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/?#\s]*:)[^/?#\s]+(?=@)"),
+    re.compile(
+        r"(?i)([?&][\w.-]*?(?:token|key|secret|passw(?:or)?d|pwd|auth|signature|sig|credentials?)"
+        r"s?=)[^&#\s'\"]+"
+    ),
+)
+
+
 def mask_password(url: str) -> str:
-    """``url`` fit for a message or a log: its password, if any, replaced by ``***``."""
+    """``url`` fit for a message or a log: its password, wherever it is written
+    (``URL_SECRETS``), replaced by ``***``."""
     try:
-        parts = urlsplit(url)
-        password = parts.password
+        urlsplit(url)
     except ValueError:  # a netloc urlsplit cannot read: show none of it
         return "<unreadable URL>"
-    if password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    for pattern in URL_SECRETS:
+        url = pattern.sub(r"\g<1>***", url)
+    return url
 
 
 def parse_redis_url(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.config.pipeline import ArchiveSettings, RunSettings, SynthSettings
 from gateway.config.process import JobSettings, ProcessSettings, ServeSettings
-from gateway.config.queue import DEFAULT_REDIS_URL, QueueSettings
+from gateway.config.queue import DEFAULT_REDIS_URL, QueueSettings, mask_password
 from gateway.config.setting import Setting, settings_of
 from gateway.paths import read_dev_record
 
@@ -169,10 +169,9 @@ def markdown_table() -> str:
 
 
 def redacted(config: Config) -> dict[str, Any]:
-    """The effective settings with any password in the Redis URL hidden."""
+    """The effective settings with any password in the Redis URL hidden (in its
+    user part or its query: ``mask_password``)."""
     values = {s.name: getattr(config, s.name) for s in SETTINGS}
-    url = values.get("redis_url")
-    if url and "@" in url:
-        scheme, _, rest = url.partition("://")
-        values["redis_url"] = f"{scheme}://***@{rest.rpartition('@')[2]}"
+    if config.redis_url:
+        values["redis_url"] = mask_password(config.redis_url)
     return values
