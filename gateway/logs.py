@@ -31,7 +31,7 @@ from websockets.frames import Frame as WebSocketFrame
 
 from gateway.config import URL_SECRETS, mask_password
 from gateway.supervisor.auth import KEY_PREFIX
-from gateway.supervisor.connection import RedisRefused
+from gateway.supervisor.connection import RedisRefused, user_of
 
 #: Record attributes that are not structured fields (uvicorn adds color_message, with ANSI codes).
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -170,7 +170,7 @@ def redis_failure(exc: BaseException, url: str) -> str:
     the chain (``__cause__``, else ``__context__``) is read, not just ``exc``."""
     shown = mask_password(url)
     try:
-        user = urlsplit(url).username or "default"
+        user = user_of(url)
     except ValueError:
         user = "?"
     for error in _chain(exc):

@@ -168,6 +168,17 @@ def test_a_refusal_says_what_to_change(
     assert user[1] not in done.stderr
 
 
+def test_a_refusal_names_the_user_and_hides_the_password_of_the_query(
+    locked: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """redis-py reads the user and password from the query string too."""
+    user, password = WRONG
+    url = f"redis://127.0.0.1:{locked.port}/0?username={user}&password={password}"
+    done = hero(tmp_path, "keys", "list", "--redis-url", url)
+    refused(done, f"Redis refused user {user!r} at redis://127.0.0.1:{locked.port}/0?username=")
+    assert done.returncode == 1 and password not in done.stderr and "password=***" in done.stderr
+
+
 def test_an_actor_with_a_wrong_password_exits_saying_so(
     locked: EmbeddedRedis, tmp_path: Path
 ) -> None:

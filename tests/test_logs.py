@@ -6,9 +6,19 @@ import json
 import logging
 import sys
 
+from redis.exceptions import AuthenticationError
 from websockets.frames import Frame, Opcode
 
-from gateway.logs import MASK, JsonFormatter, NoFrames, Redact, TextFormatter, redact
+from gateway.logs import (
+    MASK,
+    JsonFormatter,
+    NoFrames,
+    Redact,
+    TextFormatter,
+    redact,
+    redis_failure,
+)
+from gateway.supervisor.connection import RedisRefused
 
 
 def record() -> logging.LogRecord:
@@ -141,3 +151,13 @@ def test_records_carrying_a_websocket_frame_are_dropped_whatever_their_level() -
         assert not NoFrames().filter(rec)
     state = logging.LogRecord("uvicorn.error", logging.DEBUG, __file__, 1, "= %s", ("OPEN",), None)
     assert NoFrames().filter(state)
+
+
+def test_a_refusal_names_the_user_of_the_query_string() -> None:
+    """As redis-py reads it: the user before the @ first, else ``username=``."""
+    refusal = RedisRefused(AuthenticationError("WRONGPASS invalid username-password pair"))
+    url = "redis://127.0.0.1:7451/0?username=tester&password=PW1"
+    said = redis_failure(refusal, url)
+    assert said.startswith("Redis refused user 'tester' at ") and "PW1" not in said
+    assert "user 'ops'" in redis_failure(refusal, "redis://ops:PW1@h:1/0?username=tester")
+    assert "user 'default'" in redis_failure(refusal, "redis://:PW1@h:1/0")

@@ -12,7 +12,7 @@ import functools
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool
 from redis.asyncio.retry import Retry
@@ -162,8 +162,11 @@ async def lenient(client: Commands, commands: Sequence[Sequence[Any]]) -> list[A
 
 
 def user_of(url: str) -> str:
-    """The Redis user a URL connects as (never its password), for the logs."""
-    return urlsplit(url).username or "default"
+    """The Redis user a URL connects as (never its password), for the logs and
+    refusals. As redis-py reads it: the user before the @, else a ``username``
+    query parameter (``redis://host/0?username=u&password=…``), else default."""
+    parts = urlsplit(url)
+    return parts.username or parse_qs(parts.query).get("username", ["default"])[0]
 
 
 def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
