@@ -230,7 +230,11 @@ async def test_hero_log_writes_only_for_the_run_the_job_hash_names(
     await link.open()
     try:
         assert [c.attempt for c in await link.cycle([], 1)] == [1]
+        # a name anyone could have rewritten in the hash goes into the event capped
+        await rds.hset(keys.job("t3"), "group", "g" * 100_000)
         assert await link.report_output("t3", "mine", None, attempt=1, cap=100)
+        (_, logged), *_ = await rds.xrevrange(keys.EVENTS, count=1)
+        assert logged["event"] == "log" and logged["group"] == "g" * 512
         before = await rds.xlen(keys.EVENTS)
         await rds.hset(keys.job("t3"), "attempt", "2")  # a later attempt runs (here again)
         assert not await link.report_output("t3", "stale", (0.5, "h"), attempt=1, cap=100)

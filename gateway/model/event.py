@@ -114,7 +114,7 @@ class Event:
             instance=raw.get("instance") or None,
             actor=raw.get("actor") or None,
             caller_id=raw.get("caller_id") or None,
-            attempt=max(stored_int(raw.get("attempt"), 0), 0),
+            attempt=stored_int(raw.get("attempt"), 0, low=0),
             ts=stored_int(raw.get("ts"), max(at.ms, 0)),
             error=raw.get("error") or None,
             output=raw.get("output"),

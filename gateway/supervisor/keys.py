@@ -25,6 +25,7 @@ PREFIX = "hero"
 
 #: Priorities: 0 high, 1 normal (plain key, seen by plain Hero actors), 2 low.
 PRIORITIES = (0, 1, 2)
+_PRIORITY_TEXT = tuple(str(p) for p in PRIORITIES)  # as a queue's name spells them
 
 EVENTS = f"{PREFIX}:events"
 #: The terminal events alone, under the same ids as in EVENTS (trimmed to
@@ -106,7 +107,7 @@ def parse_work_queue(key: str) -> dict[str, str | int | None] | None:
         if name not in names:
             return None
         if name == "prio":  # anyone may name a queue (a job hash's field): no crash on junk
-            if value not in ("0", "1", "2"):
+            if value not in _PRIORITY_TEXT:
                 return None
             found["priority"] = int(value)
         elif _IDENT.fullmatch(value):

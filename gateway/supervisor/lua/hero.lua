@@ -1505,9 +1505,12 @@ local function hero_log(_, args)
   local ctx = context(args)
   local id, actor, lines, progress = args[H + 1], args[H + 2], args[H + 3], args[H + 4]
   local message, cap, tail, attempt = args[H + 5], tonumber(args[H + 6]), args[H + 7], args[H + 8]
-  local st = redis.call('HMGET', JOB .. id, 'status', 'actor', 'attempt')
-  if not st[1] or st[2] ~= actor then return 0 end
-  if attempt and attempt ~= '0' and st[3] ~= attempt then return 0 end
+  -- one read: the status, and the fields `emit` would read (EVENT_FIELDS)
+  local row = redis.call('HMGET', JOB .. id, 'status', unpack(EVENT_FIELDS))
+  local status, f = row[1], {unpack(row, 2, #EVENT_FIELDS + 1)}
+  ctx.seen[id] = f
+  if not status or f[EVENT_INDEX.actor] ~= actor then return 0 end
+  if attempt and attempt ~= '0' and f[EVENT_INDEX.attempt] ~= attempt then return 0 end
   local lk = LOGS .. id
   if tail ~= '' then
     redis.call('SET', lk, tail)
@@ -1522,11 +1525,11 @@ local function hero_log(_, args)
     end
     redis.call('SET', lk, kept, 'KEEPTTL')
   end
-  if st[1] ~= 'started' then return 1 end
-  local f = about(ctx, id)
-  local common = {'job_id', id, 'event', '', 'status', 'started', 'script_type', f[1] or '',
-    'group', f[2] or '', 'instance', f[3] or '', 'actor', f[4] or '', 'caller_id', f[5] or '',
-    'attempt', f[6] or '0', 'ts', tostring(ctx.ms), 'error', ''}
+  if status ~= 'started' then return 1 end
+  -- the hash's names capped as `emit` caps them (anyone may write a hash)
+  local common = {'job_id', id, 'event', '', 'status', 'started', 'script_type', short(f[1]),
+    'group', short(f[2]), 'instance', short(f[3]), 'actor', short(f[4]),
+    'caller_id', short(f[5]), 'attempt', short(f[6] or '0'), 'ts', ctx.ts, 'error', ''}
   local function add(event, ...)
     common[4] = event
     local fields = {unpack(common)}
