@@ -174,7 +174,7 @@ from gateway.model import library
 from gateway.model.library import Refused, Reply, Transition
 
 def decoded(reply: Reply) -> list[Transition | Refused]:
-    return library.start_many(["j"]).decode(reply)
+    return library.start_many([("j", None)]).decode(reply)
 """
 
 

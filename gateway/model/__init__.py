@@ -14,6 +14,7 @@ from gateway.model.job import (
     STATUSES,
     TERMINAL,
     JobSpec,
+    belongs,
     decode,
     result,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Transition",
     "UnknownFields",
     "Verdict",
+    "belongs",
     "decode",
     "library",
     "result",

@@ -164,18 +164,32 @@ def submit_many(
     return Call("hero_submit_many", tuple(args), _each)
 
 
-def start_many(job_ids: Sequence[str]) -> Call[list[Transition | Refused]]:
+#: A job to start, and the caller it must belong to (None: any; see ``stop``).
+Start = tuple[str, str | None]
+
+
+def start_many(starts: Sequence[Start]) -> Call[list[Transition | Refused]]:
     """Start each created job: its own Transition (or refusal), in order, as
-    one call per job would have answered; a job Redis failed on is Refused."""
-    return Call("hero_start_many", tuple(job_ids), _each)
+    one call per job would have answered; a job Redis failed on is Refused,
+    one of another caller than the one named is not_found."""
+    args = tuple(arg for job_id, caller_id in starts for arg in (job_id, caller_id or ""))
+    return Call("hero_start_many", args, _each)
 
 
-def stop(job_id: str) -> Call[Transition]:
-    return Call("hero_stop", (job_id,), lambda r: _transition(_rows(r)))
+def stop(job_id: str, caller_id: str | None = None) -> Call[Transition]:
+    """Stop the job; with ``caller_id``, only a job of that caller (else not_found)."""
+    return Call("hero_stop", _of(job_id, caller_id), lambda r: _transition(_rows(r)))
 
 
-def delete(job_id: str) -> Call[bool]:
-    return Call("hero_delete", (job_id,), _bool)
+def delete(job_id: str, caller_id: str | None = None) -> Call[bool]:
+    """Delete the job; with ``caller_id``, only a job of that caller (else False)."""
+    return Call("hero_delete", _of(job_id, caller_id), _bool)
+
+
+def _of(job_id: str, caller_id: str | None) -> tuple[str, ...]:
+    """A job's arguments, and the caller it must belong to when one is named
+    (checked by the Function in the same call as its change)."""
+    return (job_id,) if caller_id is None else (job_id, caller_id)
 
 
 def reconcile(job_id: str) -> Call[bool]:

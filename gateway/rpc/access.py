@@ -19,7 +19,10 @@ Scopes:
   confirmed. The job it submits (``job``) and the listing or subscription it
   asks for (``caller_id``) are its own. That a submitted id is held by
   another caller is found atomically in Redis, where the job is created
-  (``-32005``, see ``Supervisor.create``).
+  (``-32005``, see ``Supervisor.create``). The handler passes the caller on
+  too, and the job's read or change checks it again in the same Redis
+  command or Function (``supervisor/reads.py``, hero.lua's ``callers``): an
+  id deleted and taken by another caller after this check answers as missing.
 - ``admin``: an admin key.
 
 Identities: no identity (auth required, not logged in) is refused everywhere

@@ -28,8 +28,8 @@ class Supervisor(Protocol):
         """``{"job_id", "status"}``."""
         ...
 
-    def start(self, job_id: str) -> Awaitable[JsonObject]:
-        """``{"job_id", "status", "queue"}``."""
+    def start(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
+        """``{"job_id", "status", "queue"}``; ``caller_id`` as for ``status``."""
         ...
 
     def run(self, spec: JobSpec, wait: float | None = None) -> Awaitable[JsonObject]:
@@ -43,11 +43,13 @@ class Supervisor(Protocol):
         only a job of that caller's (a user's) answers, to the wait's end."""
         ...
 
-    def status(self, job_id: str) -> Awaitable[JsonObject]:
-        """``{"job_id", "status"}``."""
+    def status(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
+        """``{"job_id", "status"}``. ``caller_id``, here and in ``get``, ``stop``,
+        ``delete`` and ``logs``: only a job of that caller's (a user's) answers,
+        checked in the same read or Function as what it answers."""
         ...
 
-    def get(self, job_id: str) -> Awaitable[JsonObject]:
+    def get(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
         """The contract's Job."""
         ...
 
@@ -66,15 +68,15 @@ class Supervisor(Protocol):
         """``{"jobs": [Job], "next_cursor": str | None}``."""
         ...
 
-    def stop(self, job_id: str) -> Awaitable[JsonObject]:
+    def stop(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
         """``{"job_id", "status"}``."""
         ...
 
-    def delete(self, job_id: str) -> Awaitable[JsonObject]:
+    def delete(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
         """``{"deleted": bool}``."""
         ...
 
-    def logs(self, job_id: str) -> Awaitable[JsonObject]:
+    def logs(self, job_id: str, caller_id: str | None = None) -> Awaitable[JsonObject]:
         """``{"job_id", "logs"}``."""
         ...
 

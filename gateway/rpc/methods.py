@@ -104,7 +104,7 @@ class _Handlers:
             return await self._sup.create(job)
 
     async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.start(params["job_id"])
+        return await self._sup.start(params["job_id"], params.get("caller_id"))
 
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
         with _job_param():  # the configured types here, prerequisites in the supervisor
@@ -119,10 +119,10 @@ class _Handlers:
         )
 
     async def job_status(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.status(params["job_id"])
+        return await self._sup.status(params["job_id"], params.get("caller_id"))
 
     async def job_get(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.get(params["job_id"])
+        return await self._sup.get(params["job_id"], params.get("caller_id"))
 
     async def job_list(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.list_jobs(
@@ -134,10 +134,10 @@ class _Handlers:
         )
 
     async def job_stop(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.stop(params["job_id"])
+        return await self._sup.stop(params["job_id"], params.get("caller_id"))
 
     async def job_delete(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.delete(params["job_id"])
+        return await self._sup.delete(params["job_id"], params.get("caller_id"))
 
     async def job_purge(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.purge(
@@ -145,7 +145,7 @@ class _Handlers:
         )
 
     async def job_logs(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.logs(params["job_id"])
+        return await self._sup.logs(params["job_id"], params.get("caller_id"))
 
     # -- subscriptions -------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from gateway.config import Config
 from gateway.errors import Forbidden, InvalidJob
 from gateway.model import JobSpec, Transition, Verdict
 from gateway.model import library as functions
-from gateway.model.library import Refused
+from gateway.model.library import Refused, Start
 from gateway.supervisor import keys, library
 from gateway.supervisor.wire import Wire
 
@@ -56,18 +56,19 @@ async def submit_jobs(
 
 
 async def start_jobs(
-    wire: Wire, config: Config, job_ids: Sequence[str]
+    wire: Wire, config: Config, starts: Sequence[Start]
 ) -> list[Transition | Exception]:
     """Each job's start (or its error), in order: one ``hero_start_many`` per
     ``SUBMIT_BATCH`` ids, all in one pipeline. A job Redis refused inside the
     call answers with that error, a ``ResponseError`` as its own call's was."""
     size = SUBMIT_BATCH
-    calls = [functions.start_many(job_ids[i : i + size]) for i in range(0, len(job_ids), size)]
+    batches = [starts[i : i + size] for i in range(0, len(starts), size)]
+    calls = [functions.start_many(batch) for batch in batches]
     replies = await library.pipeline(wire, config, calls)
     answers: list[Transition | Exception] = []
-    for fcall, reply in zip(calls, replies, strict=True):
+    for batch, reply in zip(batches, replies, strict=True):
         if isinstance(reply, Exception):
-            answers += [reply] * len(fcall.args)
+            answers += [reply] * len(batch)
         else:
             answers += [_own(r) for r in reply]
     return answers

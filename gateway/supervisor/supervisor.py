@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 from gateway.config import Config
 from gateway.errors import InvalidParams, InvalidState, JobNotFound
-from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict, decode
+from gateway.model import STATUSES, TERMINAL, JobSpec, Transition, Verdict
 from gateway.model import library as functions
-from gateway.model.library import Call
+from gateway.model.library import Call, Start
 from gateway.supervisor import (
     connection,
     dlq,
@@ -28,6 +28,7 @@ from gateway.supervisor import (
     library,
     listing,
     presence,
+    reads,
     stats,
     submission,
 )
@@ -74,7 +75,7 @@ class Supervisor:
         #: The submits and the starts issued in one turn of the event loop (the
         #: elements of a JSON-RPC batch) leave together: see ``batching``.
         self._submits: Merger[tuple[JobSpec, bool]] = Merger(self._submit_jobs)
-        self._starts: Merger[str] = Merger(self._start_many)
+        self._starts: Merger[Start] = Merger(self._start_many)
         self.watching = False
 
     @classmethod
@@ -166,12 +167,12 @@ class Supervisor:
         reply = await self._submit(job, start=False)
         return {"job_id": job.job_id, "status": reply.status}
 
-    async def _start_many(self, job_ids: Sequence[str]) -> list[Transition | Exception]:
-        return await submission.start_jobs(self.wire, self.config, job_ids)
+    async def _start_many(self, starts: Sequence[Start]) -> list[Transition | Exception]:
+        return await submission.start_jobs(self.wire, self.config, starts)
 
     @guarded
-    async def start(self, job_id: str) -> dict[str, Any]:
-        reply: Transition = await self._starts.submit(job_id)
+    async def start(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        reply: Transition = await self._starts.submit((job_id, caller_id))
         if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
         if reply.verdict is Verdict.INVALID_STATE:
@@ -227,19 +228,17 @@ class Supervisor:
             self.waits.resolve(job_id, now, owner)
         return await self.waits.wait(job_id, fut, _wait_seconds(wait, default=MAX_WAIT))
 
-    @guarded_job
-    async def status(self, job_id: str) -> dict[str, Any]:
-        status = await self.wire.execute_command("HGET", keys.job(job_id), "status")
-        if status is None:
-            raise JobNotFound(job_id)
-        return {"job_id": job_id, "status": status}
+    # Reads and changes of one job (``start`` too) take ``caller_id``: a user
+    # key's call sees only that caller's job, checked in the read or the
+    # Function itself (``reads``, hero.lua's ``callers``).
 
     @guarded_job
-    async def get(self, job_id: str) -> dict[str, Any]:
-        raw = pairs(await self.wire.execute_command("HGETALL", keys.job(job_id)))
-        if not raw:
-            raise JobNotFound(job_id)
-        return decode(raw)
+    async def status(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        return await reads.status(self.wire, job_id, caller_id)
+
+    @guarded_job
+    async def get(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        return await reads.job(self.wire, job_id, caller_id)
 
     @guarded_job
     async def owner(self, job_id: str) -> str | None:
@@ -276,8 +275,8 @@ class Supervisor:
         )
 
     @guarded
-    async def stop(self, job_id: str) -> dict[str, Any]:
-        reply = await self._call(functions.stop(job_id))
+    async def stop(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        reply = await self._call(functions.stop(job_id, caller_id))
         if reply.verdict is Verdict.NOT_FOUND:
             raise JobNotFound(job_id)
         if reply.verdict is Verdict.INVALID_STATE:
@@ -288,8 +287,8 @@ class Supervisor:
         return {"job_id": job_id, "status": "stopped"}
 
     @guarded
-    async def delete(self, job_id: str) -> dict[str, Any]:
-        return {"deleted": await self._call(functions.delete(job_id))}
+    async def delete(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        return {"deleted": await self._call(functions.delete(job_id, caller_id))}
 
     @guarded
     async def purge(self, status: str = "finished", older_than: float = 0.0) -> dict[str, Any]:
@@ -311,13 +310,8 @@ class Supervisor:
         return {"deleted": deleted}
 
     @guarded
-    async def logs(self, job_id: str) -> dict[str, Any]:
-        exists, text = await self.wire.pipeline(
-            [("EXISTS", keys.job(job_id)), ("GET", keys.logs(job_id))]
-        )
-        if not exists:
-            raise JobNotFound(job_id)
-        return {"job_id": job_id, "logs": text or ""}
+    async def logs(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
+        return await reads.logs(self.wire, job_id, caller_id)
 
     # -- watching ----------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from gateway.errors import HeroError, JobNotFound, WaitTimeout
-from gateway.model import TERMINAL, Event, result
+from gateway.model import TERMINAL, Event, belongs, result
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, lenient
 from gateway.supervisor.wire import Wire
@@ -59,7 +59,7 @@ async def job_result(wire: Wire, job_id: str, caller_id: str | None = None) -> t
     status, output, error, owner = await wire.execute_command(
         "HMGET", keys.job(job_id), *_RESULT_FIELDS
     )
-    if status is None or (caller_id is not None and caller_id != (owner or "")):
+    if status is None or not belongs(owner, caller_id):
         raise JobNotFound(job_id)
     return result(job_id, status, output, error), owner or ""
 
@@ -76,7 +76,7 @@ class _Wait:
 
     def sees(self, owner: str) -> bool:
         """Whether every waiter may see a job of ``owner``."""
-        return all(caller is None or caller == owner for caller in self.futures.values())
+        return all(belongs(owner, caller) for caller in self.futures.values())
 
 
 class WaitHub:
@@ -156,7 +156,7 @@ class WaitHub:
         for fut, caller in wait.futures.items():
             if fut.done():
                 continue
-            if caller is None or caller == owner:
+            if belongs(owner, caller):
                 fut.set_result(value)
             else:
                 fut.set_exception(JobNotFound(job_id))

@@ -903,17 +903,26 @@ local function promote(ctx, limit)
   return #due
 end
 
+-- Whether a job whose `caller_id` field is this may be touched by a call
+-- naming `caller` (a user key's call; none or '': an admin's, any job).
+-- Checked where the job is read for the change, in the same call: an id
+-- deleted and taken by another caller since the gateway's owner check is
+-- not theirs (model.job.belongs is its twin for the gateway's reads).
+local function callers(caller_id, caller)
+  return not caller or caller == '' or caller_id == caller
+end
+
 -- `known`: what submit has just written (prerequisites, route), so a job
 -- created and started in one call is not read back; else the job is read
--- once (`dispatch_record`).
-local function start(ctx, id, known)
+-- once (`dispatch_record`), and a `caller` named must be its own.
+local function start(ctx, id, known, caller)
   local st, prereqs, route, rec = 'created', nil, nil, nil
   if known then
     prereqs, route = known.prereqs, known.route
   else
     local raw
     route, rec, st, raw = dispatch_record(ctx, id)
-    if not st then return {'not_found'} end
+    if not st or not callers(rec[5], caller) then return {'not_found'} end
     if st ~= 'created' then return {'invalid_state', st} end
     prereqs = decode_list(raw)
   end
@@ -1047,17 +1056,17 @@ end
 -- each answered as a start of its own would be, in order. A job whose start
 -- Redis refuses (a command inside it failed) answers {'failed', message}
 -- and the others go on, as if each had been a call of its own.
--- ARGV: head, job_id, ...
+-- ARGV: head, then per job: job_id, caller ('' for none; see `callers`)
 local function hero_start_many(_, args)
   local ctx = context(args)
-  ctx.spread = #args - H
+  ctx.spread = (#args - H) / 2
   local out = {}
-  for i = H + 1, #args do
-    local ok, r = pcall(start, ctx, args[i])
+  for i = H + 1, #args, 2 do
+    local ok, r = pcall(start, ctx, args[i], nil, args[i + 1])
     if not ok then r = {'failed', error_text(r)} end
     out[#out + 1] = r
   end
-  return answer_pushed(ctx, out, args, H + 1, 1)
+  return answer_pushed(ctx, out, args, H + 1, 2)
 end
 
 -- Jobs from producers we did not write ----------------------------------------
@@ -1543,15 +1552,16 @@ end
 
 -- Stop: a queued job leaves its queue; a running one gets a stop message on
 -- its actor's control queue (and the legacy stop queue in compat mode).
--- ARGV: head, job_id
+-- ARGV: head, job_id[, caller] (see `callers`)
 local function hero_stop(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
-    'legacy')
+    'legacy', 'caller_id')
   local st = f[1]
-  if f.err or not st then return {'not_found'} end  -- (a key of another type is no job)
+  -- (a key of another type is no job)
+  if f.err or not st or not callers(f[8], args[H + 2]) then return {'not_found'} end
   if TERMINAL[st] then return {'invalid_state', st} end
   if QUEUED[st] then
     -- a stream entry stays: the actor that reads it drops it (deleting an
@@ -1572,12 +1582,13 @@ local function hero_stop(_, args)
   return {'stopped'}
 end
 
--- ARGV: head, job_id
+-- ARGV: head, job_id[, caller] (see `callers`)
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
-  if f.err or not f[1] then return 0 end  -- a key of another type is no job: left alone
+  -- a key of another type is no job: left alone
+  if f.err or not f[1] or not callers(f[4], args[H + 2]) then return 0 end
   if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)

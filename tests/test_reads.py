@@ -1,0 +1,93 @@
+"""A job's reads and changes check the owner where they read: ``supervisor/reads.py``
+and hero.lua's ``hero_start_many``, ``hero_stop`` and ``hero_delete``.
+
+The RPC layer checks a user's ownership of a named job first (``rpc.access``)
+and the handler reads or changes the job after, in another round trip. Here
+the id changes hands in between, as it can in production (alice's job is
+deleted, or expires, and bob creates one under its id): the supervisor's
+owner lookup answers alice's check, then deletes her job and creates bob's
+under its id before handing the call on. Through the real dispatcher and
+contract, to a real ``Supervisor`` on the session's redis-server: alice is
+answered as for a missing job, and bob's job, logs and state are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.config import Config
+from gateway.rpc.backends import Backends
+from gateway.rpc.context import CallContext, Identity
+from gateway.rpc.methods import build_dispatcher
+from gateway.rpc.protocol import handle_frame
+from gateway.supervisor import Supervisor, keys
+from tests.helpers import job
+
+ALICE = CallContext(Identity("alice-key", "user", "alice"))
+JOB_ID = "report-2026-11-25"
+BOBS = "BOB PRIVATE 7731"
+
+
+@pytest.fixture
+async def taken(sup: Supervisor, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> Backends:
+    """alice's job; once her ownership is checked, its id is bob's job, with logs."""
+    await sup.create(job("print('alice')", job_id=JOB_ID, caller_id="alice"))
+    checked = sup.owner
+
+    async def owner_then_taken(job_id: str) -> str | None:
+        found = await checked(job_id)
+        await sup.delete(job_id)
+        await sup.create(job(f"print({BOBS!r})", job_id=job_id, caller_id="bob"))
+        await rds.set(keys.logs(job_id), BOBS)
+        return found
+
+    monkeypatch.setattr(sup, "owner", owner_then_taken)
+    return Backends(supervisor=sup, script_types=sup.config.script_types)
+
+
+async def as_alice(backends: Backends, method: str) -> dict[str, Any]:
+    dispatcher = build_dispatcher(backends, check_results=True)
+    frame = {"jsonrpc": "2.0", "method": method, "params": {"job_id": JOB_ID}, "id": 1}
+    reply = await handle_frame(json.dumps(frame), dispatcher, ALICE)
+    assert reply is not None
+    answer: dict[str, Any] = json.loads(reply)
+    return answer
+
+
+@pytest.mark.parametrize(
+    "method", ["job.status", "job.get", "job.logs", "job.start", "job.stop", "job.delete"]
+)
+async def test_an_id_taken_after_the_owner_check_answers_as_missing(
+    taken: Backends, sup: Supervisor, rds: aioredis.Redis, method: str, config: Config
+) -> None:
+    reply = await as_alice(taken, method)
+    if method == "job.delete":  # delete answers whether it deleted: nothing, here
+        assert reply["result"] == {"deleted": False}, reply
+    else:
+        assert reply["error"] == {
+            "code": -32001,
+            "message": f"Job not found: {JOB_ID}",
+            "data": {"job_id": JOB_ID},
+        }, reply
+    assert BOBS not in json.dumps(reply)
+    bobs = await sup.get(JOB_ID)
+    assert (bobs["caller_id"], bobs["status"], bobs["script"]) == (
+        "bob",
+        "created",
+        f"print({BOBS!r})",
+    )
+    assert await rds.get(keys.logs(JOB_ID)) == BOBS
+
+
+async def test_an_admin_read_is_not_restricted(sup: Supervisor) -> None:
+    """No caller named: any job answers (an admin's call, a server without keys)."""
+    await sup.create(job(job_id=JOB_ID, caller_id="bob"))
+    assert (await sup.status(JOB_ID))["status"] == "created"
+    assert (await sup.logs(JOB_ID))["logs"] == ""
+    assert (await sup.start(JOB_ID))["status"] in ("dispatched", "started")
+    assert (await sup.stop(JOB_ID))["status"] == "stopped"
+    assert (await sup.delete(JOB_ID))["deleted"] is True
