@@ -19,6 +19,7 @@ from gateway.actor import Actor, JobContext, JobFailed
 from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
+from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, started
@@ -94,6 +95,21 @@ async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> Non
     await eventually(lambda: marked_gone(marker))
     # the actor is free again: the next job runs promptly
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
+
+
+async def test_delete_stops_the_running_job(sup: Supervisor, actors: Any) -> None:
+    """A deleted job does not run on to its end on the actor: it is stopped,
+    and its end is dropped (no hash comes back)."""
+    actors()
+    marker = f"hero-test-{uuid.uuid4().hex}"
+    await sup.create(job(sleeper(marker), job_id="long"))
+    await sup.start("long")
+    await eventually(lambda: marked_running(marker))
+    assert await sup.delete("long") == {"deleted": True}
+    await eventually(lambda: marked_gone(marker))
+    assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
+    with pytest.raises(JobNotFound):
+        await sup.get("long")
 
 
 async def test_sdk_handlers_async_and_sync_and_failures(

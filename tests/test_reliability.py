@@ -215,6 +215,11 @@ async def test_compat_mode_speaks_the_legacy_keys(fast: Config, rds: aioredis.Re
         await rds.zadd(keys.index_status("started"), {"old2": 1})
         await sup.stop("old2")
         assert await rds.lrange(keys.legacy_stop("w7"), 0, -1) == ["old2"]
+        await sup.create(job(script_type="osis", job_id="old3", worker_id="w7"))
+        await sup.start("old3")
+        await rds.hset(keys.job("old3"), "status", "started")
+        await sup.delete("old3")  # a running job deleted is stopped first
+        assert await rds.lrange(keys.legacy_stop("w7"), 0, -1) == ["old3", "old2"]
     finally:
         await sup.close()
 

@@ -99,10 +99,15 @@ end
 -- what the call left pending.
 local current
 
+-- Whether the call's head says compat mode (the legacy queues are served too).
+local function in_compat(args)
+  return args[2] ~= '0' and args[2] ~= ''
+end
+
 local function context(args)
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
-  local compat = args[2] ~= '0' and args[2] ~= ''
+  local compat = in_compat(args)
   local ctx = {
     maxlen = args[1],
     compat = compat,
@@ -1550,6 +1555,19 @@ local function hero_log(_, args)
   return 1
 end
 
+-- Tell the actor running job `id` to stop it: a message on its control
+-- queue `ctl` (and, in compat mode, on the legacy stop queue outside actors
+-- read, their worker's or their type's).
+local function tell_stop(compat, id, ctl, worker_id, script_type)
+  if of_family(ctl, CTL) then
+    redis.call('LPUSH', ctl, cjson.encode({action = 'stop', job_id = id}))
+  end
+  if compat then
+    local target = (worker_id and worker_id ~= '') and worker_id or script_type
+    redis.call('LPUSH', LEGACY_STOP .. target, id)
+  end
+end
+
 -- Stop: a queued job leaves its queue; a running one gets a stop message on
 -- its actor's control queue (and the legacy stop queue in compat mode).
 -- ARGV: head, job_id[, caller] (see `callers`)
@@ -1570,25 +1588,27 @@ local function hero_stop(_, args)
     redis.call('ZREM', DELAYED, id)
     for _, q in ipairs(legacy_copies(f[7])) do redis.pcall('LREM', q, 0, id) end
   else
-    local msg = cjson.encode({action = 'stop', job_id = id})
-    if of_family(f[3], CTL) then redis.call('LPUSH', f[3], msg) end
-    if ctx.compat then
-      local target = (f[4] and f[4] ~= '') and f[4] or f[5]
-      redis.call('LPUSH', LEGACY_STOP .. target, id)
-    end
+    tell_stop(ctx.compat, id, f[3], f[4], f[5])
   end
   set_status(ctx, id, st, 'stopped', {'error', 'stopped', 'finished_at', ctx.iso}, 'stopped')
   on_terminal(ctx, id, 'stopped')
   return {'stopped'}
 end
 
+-- A running job's actor is told to stop it (as by hero_stop), so a deleted
+-- job does not run on to its end; what it reports after is dropped, as for
+-- any job whose hash is gone.
 -- ARGV: head, job_id[, caller] (see `callers`)
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy')
+  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy',
+    'ctl', 'worker_id')
   -- a key of another type is no job: left alone
   if f.err or not f[1] or not callers(f[4], args[H + 2]) then return 0 end
+  if not TERMINAL[f[1]] and not QUEUED[f[1]] then
+    tell_stop(in_compat(args), id, f[7], f[8], f[3])
+  end
   if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
