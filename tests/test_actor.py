@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from gateway.actor import Actor, JobContext, JobFailed
 from gateway.actor.joblog import JobLog
 from gateway.actor.livelog import LiveLog
 from gateway.config import Config
 from gateway.errors import JobNotFound
-from gateway.supervisor import Supervisor
+from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job, marked_gone, marked_running, sleeper, started
 
@@ -97,19 +98,30 @@ async def test_stop_reaches_the_running_job(sup: Supervisor, actors: Any) -> Non
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
 
 
-async def test_delete_stops_the_running_job(sup: Supervisor, actors: Any) -> None:
+async def test_delete_stops_the_running_job(
+    sup: Supervisor, actors: Any, rds: aioredis.Redis
+) -> None:
     """A deleted job does not run on to its end on the actor: it is stopped,
-    and its end is dropped (no hash comes back)."""
-    actors()
+    and the end its actor reports is dropped (no hash, logs or event of it)."""
+    actor = actors()
     marker = f"hero-test-{uuid.uuid4().hex}"
     await sup.create(job(sleeper(marker), job_id="long"))
     await sup.start("long")
     await eventually(lambda: marked_running(marker))
     assert await sup.delete("long") == {"deleted": True}
     await eventually(lambda: marked_gone(marker))
+    held = keys.held("python", actor.group, actor.instance)
+
+    async def reported() -> bool:
+        return int(await rds.llen(held)) == 0
+
+    await eventually(reported)
     assert (await sup.run(job("print('next')"), wait=20))["output"] == "next\n"
     with pytest.raises(JobNotFound):
         await sup.get("long")
+    assert not await rds.exists(keys.logs("long"))
+    ended = [f for _, f in await rds.xrange(keys.EVENTS) if f["job_id"] == "long"]
+    assert [f["status"] for f in ended] == ["created", "dispatched", "started"]
 
 
 async def test_sdk_handlers_async_and_sync_and_failures(

@@ -353,7 +353,7 @@ async def test_a_work_queue_made_another_type_ends_its_jobs_in_error(
     await rds.hset("hero:q:work:type:osis", "a", "b")
     for job_id, script_type in (("o1", "osis"), ("s1", "sal")):
         await sup.create(job("x", script_type=script_type, job_id=job_id))
-    started = await asyncio.gather(sup.start("o1"), sup.start("s1"))  # one hero_start_many
+    started = await asyncio.gather(sup.start("o1"), sup.start("s1"))  # one hero_start_jobs
     assert [s["status"] for s in started] == ["error", "dispatched"]
     ran = await sup.run(job("y", script_type="osis", job_id="r1"), wait=5)
     assert ran["status"] == "error"
@@ -397,7 +397,7 @@ async def test_a_refused_push_in_compat_or_stream_mode_ends_only_its_job(
         await rds.lpush(keys.work_stream("osis"), "x")
         for job_id, script_type in (("t1", "osis"), ("t2", "sal")):
             await sup.create(job("z", script_type=script_type, job_id=job_id))
-        started = await asyncio.gather(sup.start("t1"), sup.start("t2"))  # one hero_start_many
+        started = await asyncio.gather(sup.start("t1"), sup.start("t2"))  # one hero_start_jobs
         assert [s["status"] for s in started] == ["error", "dispatched"]
         assert (await sup.get("t1"))["error"].startswith(
             f"queue {keys.work_stream('osis')} refused"

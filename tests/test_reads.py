@@ -1,5 +1,5 @@
 """A job's reads and changes check the owner where they read: ``supervisor/reads.py``
-and hero.lua's ``hero_start_many``, ``hero_stop`` and ``hero_delete``.
+and hero.lua's ``hero_start_jobs``, ``hero_stop`` and ``hero_delete``.
 
 The RPC layer checks a user's ownership of a named job first (``rpc.access``)
 and the handler reads or changes the job after, in another round trip. Here
@@ -13,6 +13,7 @@ answered as for a missing job, and bob's job, logs and state are untouched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.config import Config
+from gateway.errors import JobNotFound
 from gateway.rpc.backends import Backends
 from gateway.rpc.context import CallContext, Identity
 from gateway.rpc.methods import build_dispatcher
@@ -91,3 +93,34 @@ async def test_an_admin_read_is_not_restricted(sup: Supervisor) -> None:
     assert (await sup.start(JOB_ID))["status"] in ("dispatched", "started")
     assert (await sup.stop(JOB_ID))["status"] == "stopped"
     assert (await sup.delete(JOB_ID))["deleted"] is True
+
+
+async def test_starts_of_several_callers_in_one_call_each_check_their_own(
+    sup: Supervisor,
+) -> None:
+    """The starts of one loop turn go to Redis in one ``hero_start_jobs``, each
+    with its caller: bob's start of alice's job finds none, the others start."""
+    for job_id, caller in (("a1", "alice"), ("a2", "alice"), ("b1", "bob")):
+        await sup.create(job(job_id=job_id, caller_id=caller))
+    answers = await asyncio.gather(
+        sup.start("a1", "alice"), sup.start("a2", "bob"), sup.start("b1", "bob"),
+        return_exceptions=True,
+    )  # fmt: skip
+    assert [a["status"] if isinstance(a, dict) else type(a).__name__ for a in answers] == [
+        "dispatched",
+        "JobNotFound",
+        "dispatched",
+    ]
+    assert (await sup.status("a2"))["status"] == "created"
+
+
+async def test_logs_of_a_job_key_of_another_type_find_no_job(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A job key a producer made another type is no job for ``job.logs``, as for
+    ``job.get`` (the owner's read runs inside the ``MULTI``)."""
+    await rds.set(keys.job(JOB_ID), "not a hash")
+    await rds.set(keys.logs(JOB_ID), "someone's text")
+    for caller in (None, "alice"):
+        with pytest.raises(JobNotFound):
+            await sup.logs(JOB_ID, caller)

@@ -1,5 +1,5 @@
 """The starts of one loop turn (a JSON-RPC batch of job.start) are one
-``hero_start_many`` call, and the jobs one call hands to one idle actor
+``hero_start_jobs`` call, and the jobs one call hands to one idle actor
 are one handoff message: against a real redis-server, and each job still
 answered, written and evented as if it had been started alone."""
 
@@ -48,7 +48,7 @@ async def test_one_call_answers_each_start_alone_and_one_bad_job_fails_only_itse
     assert isinstance(missing, JobNotFound)
     assert isinstance(again, InvalidState) and again.data["status"] == "dispatched"
     [fcall] = [c for c in commands if c.startswith("FCALL")]
-    assert fcall.startswith("FCALL hero_start_many 0 ")
+    assert fcall.startswith("FCALL hero_start_jobs 0 ")
     assert await rds.lrange(queue, 0, -1) == ["s2", "s1"]  # as two LPUSHes would leave it
     assert [c for c in commands if c.startswith("LPUSH")] == [f"LPUSH {queue} s1 s2"]
     for job_id in ("s1", "s2"):
@@ -83,7 +83,7 @@ async def test_the_jobs_one_call_hands_to_one_actor_are_one_message(
         channel = keys.handoff("osis", "default", "idle")
         assert len([c for c in commands if c.startswith(f"PUBLISH {channel}")]) == 1
         [fcall] = [c for c in commands if c.startswith("FCALL")]
-        assert fcall.startswith("FCALL hero_start_many 0 ")
+        assert fcall.startswith("FCALL hero_start_jobs 0 ")
         # the held list and the offer as three hand-offs one by one left them
         assert await rds.lrange(keys.held("osis", "default", "idle"), 0, -1) == ids[::-1]
         assert await _slots(rds, actor.name) == 1  # one slot left

@@ -242,10 +242,10 @@ def decode(raw: Mapping[str, str]) -> dict[str, Any]:
 def belongs(owner: str | None, caller_id: str | None) -> bool:
     """Whether a job whose ``caller_id`` field is ``owner`` ("" or None: no
     caller, an outside producer's job) answers a call restricted to
-    ``caller_id`` (a user key's; None: unrestricted, an admin's). The rule of
-    every read that checks the owner in the read itself (hero.lua's
-    ``callers`` is its twin for the Functions)."""
-    return caller_id is None or caller_id == (owner or "")
+    ``caller_id`` (a user key's, never empty; None or "": unrestricted, an
+    admin's). The rule of every read that checks the owner in the read itself
+    (hero.lua's ``callers`` is its twin for the Functions)."""
+    return not caller_id or caller_id == (owner or "")
 
 
 def result(job_id: str, status: str, output: str | None, error: str | None) -> dict[str, Any]:

@@ -173,7 +173,7 @@ def start_many(starts: Sequence[Start]) -> Call[list[Transition | Refused]]:
     one call per job would have answered; a job Redis failed on is Refused,
     one of another caller than the one named is not_found."""
     args = tuple(arg for job_id, caller_id in starts for arg in (job_id, caller_id or ""))
-    return Call("hero_start_many", args, _each)
+    return Call("hero_start_jobs", args, _each)
 
 
 def stop(job_id: str, caller_id: str | None = None) -> Call[Transition]:
@@ -182,14 +182,16 @@ def stop(job_id: str, caller_id: str | None = None) -> Call[Transition]:
 
 
 def delete(job_id: str, caller_id: str | None = None) -> Call[bool]:
-    """Delete the job; with ``caller_id``, only a job of that caller (else False)."""
+    """Delete the job (a started one is stopped first: its actor is told, as by
+    ``stop``); with ``caller_id``, only a job of that caller (else False)."""
     return Call("hero_delete", _of(job_id, caller_id), _bool)
 
 
 def _of(job_id: str, caller_id: str | None) -> tuple[str, ...]:
     """A job's arguments, and the caller it must belong to when one is named
-    (checked by the Function in the same call as its change)."""
-    return (job_id,) if caller_id is None else (job_id, caller_id)
+    (checked by the Function in the same call as its change; "" names none,
+    as in hero.lua's ``callers``)."""
+    return (job_id, caller_id) if caller_id else (job_id,)
 
 
 def reconcile(job_id: str) -> Call[bool]:

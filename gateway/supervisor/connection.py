@@ -190,6 +190,12 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]
     return wrapper
 
 
+def wrong_type(exc: Exception) -> bool:
+    """Whether Redis refused a command for its key's type (the key of a job a
+    producer made another type: no such job, for a read of it)."""
+    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
 def guarded_job(
     fn: Callable[Concatenate[S, str, P], Awaitable[T]],
 ) -> Callable[Concatenate[S, str, P], Coroutine[Any, Any, T]]:
@@ -202,7 +208,7 @@ def guarded_job(
         try:
             return await fn(self, job_id, *args, **kwargs)
         except ResponseError as exc:
-            if str(exc).startswith("WRONGTYPE"):
+            if wrong_type(exc):
                 raise JobNotFound(job_id) from None
             raise
 

@@ -16,7 +16,7 @@ from typing import Any
 from gateway.errors import JobNotFound
 from gateway.model import belongs, decode
 from gateway.supervisor import keys
-from gateway.supervisor.connection import Commands
+from gateway.supervisor.connection import Commands, wrong_type
 from gateway.supervisor.replies import pairs
 
 
@@ -36,13 +36,17 @@ async def job(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, A
 
 async def logs(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, Any]:
     """The job's log text; its owner read in the same ``MULTI``. A job key of
-    another type is no job (as for ``connection.guarded_job``)."""
+    another type is no job (as for ``connection.guarded_job``); a logs key of
+    another type is Redis's error, as ever."""
     *_, (read, text) = await wire.pipeline(
         [("MULTI",), ("HMGET", keys.job(job_id), "status", "caller_id"),
          ("GET", keys.logs(job_id)), ("EXEC",)]
     )  # fmt: skip
-    if isinstance(read, Exception) or read[0] is None or not belongs(read[1], caller_id):
+    for reply in (read, text):
+        if isinstance(reply, Exception) and not wrong_type(reply):
+            raise reply
+    if wrong_type(read) or read[0] is None or not belongs(read[1], caller_id):
         raise JobNotFound(job_id)
-    if isinstance(text, Exception):
+    if isinstance(text, Exception):  # logs of another type: the job has none to show
         raise text
     return {"job_id": job_id, "logs": text or ""}

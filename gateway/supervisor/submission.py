@@ -1,4 +1,4 @@
-"""Submitting and starting jobs: ``hero_submit_many`` and ``hero_start_many``
+"""Submitting and starting jobs: ``hero_submit_many`` and ``hero_start_jobs``
 calls and what their replies mean.
 
 The submits issued in one turn of the event loop (the elements of a JSON-RPC
@@ -23,7 +23,7 @@ from gateway.model.library import Refused, Start
 from gateway.supervisor import keys, library
 from gateway.supervisor.wire import Wire
 
-#: Jobs per hero_submit_many (and hero_start_many) call: ~5 ms of Redis time,
+#: Jobs per hero_submit_many (and hero_start_jobs) call: ~5 ms of Redis time,
 #: so a big batch never holds Redis for long (the rest of a batch goes in the
 #: same pipeline).
 SUBMIT_BATCH = 100
@@ -58,7 +58,7 @@ async def submit_jobs(
 async def start_jobs(
     wire: Wire, config: Config, starts: Sequence[Start]
 ) -> list[Transition | Exception]:
-    """Each job's start (or its error), in order: one ``hero_start_many`` per
+    """Each job's start (or its error), in order: one ``hero_start_jobs`` per
     ``SUBMIT_BATCH`` ids, all in one pipeline. A job Redis refused inside the
     call answers with that error, a ``ResponseError`` as its own call's was."""
     size = SUBMIT_BATCH

@@ -1041,7 +1041,7 @@ end
 -- Jobs in one call (a batch, or one job): `submit` for each, one reply per
 -- job, in order. The jobs may be several callers': a job whose submit Redis
 -- refuses answers {'failed', message} and the others go on (as in
--- hero_start_many).
+-- hero_start_jobs).
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
 --       fields JSON (a flat [field, value, ...] array)
 local function hero_submit_many(_, args)
@@ -1062,7 +1062,7 @@ end
 -- Redis refuses (a command inside it failed) answers {'failed', message}
 -- and the others go on, as if each had been a call of its own.
 -- ARGV: head, then per job: job_id, caller ('' for none; see `callers`)
-local function hero_start_many(_, args)
+local function hero_start_jobs(_, args)
   local ctx = context(args)
   ctx.spread = (#args - H) / 2
   local out = {}
@@ -1562,9 +1562,12 @@ local function tell_stop(compat, id, ctl, worker_id, script_type)
   if of_family(ctl, CTL) then
     redis.call('LPUSH', ctl, cjson.encode({action = 'stop', job_id = id}))
   end
-  if compat then
-    local target = (worker_id and worker_id ~= '') and worker_id or script_type
-    redis.call('LPUSH', LEGACY_STOP .. target, id)
+  if compat then  -- a legacy queue made another type is passed over (as in dispatch)
+    local target = (worker_id and worker_id ~= '') and worker_id or script_type or ''
+    local r = redis.pcall('LPUSH', LEGACY_STOP .. target, id)
+    if type(r) == 'table' and r.err then
+      redis.log(redis.LOG_WARNING, 'hero-gateway: legacy stop queue passed over: ' .. r.err)
+    end
   end
 end
 
@@ -1606,14 +1609,12 @@ local function hero_delete(_, args)
     'ctl', 'worker_id')
   -- a key of another type is no job: left alone
   if f.err or not f[1] or not callers(f[4], args[H + 2]) then return 0 end
-  if not TERMINAL[f[1]] and not QUEUED[f[1]] then
-    tell_stop(in_compat(args), id, f[7], f[8], f[3])
-  end
+  if f[1] == 'started' then tell_stop(in_compat(args), id, f[7], f[8], f[3]) end
   if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
   redis.call('ZREM', IDX_STATUS .. f[1], id)
-  redis.call('ZREM', IDX_TYPE .. f[3], id)
+  if f[3] then redis.call('ZREM', IDX_TYPE .. f[3], id) end  -- (a producer's hash may lack it)
   if f[4] and f[4] ~= '' then redis.call('ZREM', IDX_CALLER .. f[4], id) end
   redis.call('ZREM', DELAYED, id)
   redis.call('DEL', jk, REPLY .. id, LOGS .. id)
@@ -1804,7 +1805,7 @@ redis.register_function('hero_prune', wrap(hero_prune))
 redis.register_function('hero_reconcile', wrap(hero_reconcile))
 redis.register_function('hero_dlq_replay', wrap(hero_dlq_replay))
 redis.register_function('hero_submit_many', wrap(hero_submit_many))
-redis.register_function('hero_start_many', wrap(hero_start_many))
+redis.register_function('hero_start_jobs', wrap(hero_start_jobs))
 redis.register_function('hero_cycle', wrap(hero_cycle))
 redis.register_function('hero_stream_touch', wrap(hero_stream_touch))
 redis.register_function('hero_stream_leave', wrap(hero_stream_leave))
