@@ -16,7 +16,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gateway.supervisor import keys
+from gateway.actor.runtime import _InFlight
+from gateway.config import Config
+from gateway.model import Claimed, Outcome
+from gateway.supervisor import Supervisor, keys
+from gateway.supervisor.worker import ActorLink
 from tests import test_server_auth as auth
 from tests.helpers import eventually, job
 from tests.server_support import Rpc, Server
@@ -137,3 +141,73 @@ async def test_a_deleted_running_jobs_late_logs_never_reach_the_next_owners_job(
         seen.append(await logs_of(alice))
         assert not [text for text in seen if "BOB SECRET" in text]
         assert (await alice.call("job.status", {"job_id": JOB_ID}))["status"] == "created"
+
+
+async def test_a_run_of_a_deleted_job_is_not_the_run_of_the_next_job_under_its_id(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    """alice's job runs on an actor; she deletes it, and bob's job under its id
+    goes to the same actor as the same attempt (1). Each run has its own token
+    (hero.lua ``take``): the first run's late lines, its last tail and its
+    report are not bob's (they were, when the attempt told runs apart)."""
+    link = ActorLink(config, "python", "g", "i")
+    await link.open()
+    held = keys.held("python", "g", "i")
+    try:
+        await sup.create(job(job_id=JOB_ID, caller_id="alice"))
+        await sup.start(JOB_ID)
+        (first,) = await link.cycle([], 2)
+        await sup.delete(JOB_ID)
+        await sup.create(job(job_id=JOB_ID, caller_id="bob"))
+        await sup.start(JOB_ID)
+        (second,) = await link.cycle([], 2)
+        assert (first.attempt, second.attempt) == (1, 1) and first.run != second.run
+
+        async def log(run: str, lines: str = "", tail: str = "") -> bool:
+            return await link.report_output(
+                JOB_ID, lines, None, attempt=1, run=run, cap=100, tail=tail
+            )
+
+        assert not await log(first.run, lines=SECRET)
+        assert not await log(first.run, tail=SECRET + "\n")
+        assert await log(second.run, lines="bob")
+        assert await rds.llen(held) == 2
+        stopped = Outcome(JOB_ID, "stopped", "", "stopped", attempt=1, run=first.run)
+        await link.cycle([stopped], 0)
+        assert (await sup.status(JOB_ID))["status"] == "started"  # bob's job runs on
+        assert await rds.llen(held) == 1  # the first run's held entry went with its report
+        await link.cycle(
+            [Outcome(JOB_ID, "finished", "bob's output", attempt=1, run=second.run)], 0
+        )
+        done = await sup.output(JOB_ID)
+        assert (done["status"], done["output"]) == ("finished", "bob's output")
+        assert await rds.get(keys.logs(JOB_ID)) == "bob\n"
+        assert await rds.llen(held) == 0
+    finally:
+        await link.close()
+
+
+async def test_a_stop_names_the_run_it_stops() -> None:
+    """An actor running two runs of one id (the first deleted and stopping, the
+    second its id's next job) stops only the run a stop message names, and the
+    first one's end does not take the second off the runs in flight."""
+    release = asyncio.Event()
+
+    async def run(job: Claimed) -> Outcome:
+        await release.wait()
+        return Outcome(job.job_id, "finished", job.run, attempt=job.attempt, run=job.run)
+
+    jobs = _InFlight()
+    jobs.start = run
+    runs = [Claimed.from_row([JOB_ID, "s", "python", "5", "{}", "", "", "1", "0", "", "", "", r])
+            for r in ("r1", "r2")]  # fmt: skip
+    jobs.launch(runs)
+    await asyncio.sleep(0)
+    jobs.stop(JOB_ID, "r1")
+    await asyncio.sleep(0.01)
+    assert list(jobs.running) == [(JOB_ID, "r2")]
+    assert [(o.status, o.run) for o in jobs.done] == [("stopped", "r1")]
+    release.set()
+    await asyncio.sleep(0.01)
+    assert not jobs.running
+    assert [(o.status, o.run) for o in jobs.done][1:] == [("finished", "r2")]

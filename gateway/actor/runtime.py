@@ -246,8 +246,9 @@ class Actor:
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:
             return await link.report_output(
-                job.job_id, lines, progress, attempt=job.attempt, cap=joblog.tail_size, tail=tail
-            )
+                job.job_id, lines, progress, attempt=job.attempt, run=job.run,
+                cap=joblog.tail_size, tail=tail,
+            )  # fmt: skip
 
         ctx.live = LiveLog(joblog, report)
         ctx.live.start()
@@ -273,7 +274,7 @@ class Actor:
         finally:
             joblog.close()
         await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
-        return Outcome(job.job_id, *end, attempt=job.attempt)
+        return Outcome(job.job_id, *end, attempt=job.attempt, run=job.run)
 
 
 def refused_again(delay: float, exc: Exception, actor: str) -> float:
@@ -327,10 +328,12 @@ def python_actor(
 
 class _InFlight:
     """One link's jobs in flight: the tasks running them, and the outcomes of
-    those that ended, waiting for the next cycle to report them."""
+    those that ended, waiting for the next cycle to report them. Runs are
+    kept by job id and run token: a job deleted (and stopped) may still be
+    ending while a job created again under its id runs here too."""
 
     def __init__(self) -> None:
-        self.running: dict[str, asyncio.Task[Outcome]] = {}
+        self.running: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
         self.done: list[Outcome] = []
         self.ended = asyncio.Event()  # a job ended since the last cycle took ``done``
         #: Set once the link is open: runs one job; called when one ended.
@@ -341,20 +344,24 @@ class _InFlight:
         assert self.start is not None
         for job in jobs:
             task = asyncio.create_task(self.start(job))
-            self.running[job.job_id] = task
+            self.running[job.job_id, job.run] = task
             task.add_done_callback(functools.partial(self._finished, job))
 
-    def stop(self, job_id: str) -> None:
-        """A stop request: cancel the job's task (its outcome is ``stopped``)."""
-        task = self.running.get(job_id)
-        if task is not None:
-            log.info("stopping job", extra={"job_id": job_id})
-            task.cancel()
+    def stop(self, job_id: str, run: str = "") -> None:
+        """A stop request: cancel the job's task (its outcome is ``stopped``);
+        with a ``run``, only that run's (not a later run of the id)."""
+        for (running_id, running_run), task in list(self.running.items()):
+            if running_id == job_id and run in ("", running_run):
+                log.info("stopping job", extra={"job_id": job_id})
+                task.cancel()
 
     def _finished(self, job: Claimed, task: asyncio.Task[Outcome]) -> None:
-        self.running.pop(job.job_id, None)
+        self.running.pop((job.job_id, job.run), None)
         if task.cancelled():  # stopped before it even began
-            self.done.append(Outcome(job.job_id, "stopped", "", "stopped", attempt=job.attempt))
+            stopped = Outcome(
+                job.job_id, "stopped", "", "stopped", attempt=job.attempt, run=job.run
+            )
+            self.done.append(stopped)
         else:
             self.done.append(task.result())
         self.ended.set()

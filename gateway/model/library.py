@@ -182,15 +182,13 @@ def stop(job_id: str, caller_id: str | None = None) -> Call[Transition]:
 
 
 def delete(job_id: str, caller_id: str | None = None) -> Call[bool]:
-    """Delete the job (a started one is stopped first: its actor is told, as by
-    ``stop``); with ``caller_id``, only a job of that caller (else False)."""
+    """Delete the job (a started one is stopped first); ``caller_id``: only that caller's."""
     return Call("hero_delete", _of(job_id, caller_id), _bool)
 
 
 def _of(job_id: str, caller_id: str | None) -> tuple[str, ...]:
     """A job's arguments, and the caller it must belong to when one is named
-    (checked by the Function in the same call as its change; "" names none,
-    as in hero.lua's ``callers``)."""
+    (checked by the Function with its change; "" names none, as in ``callers``)."""
     return (job_id, caller_id) if caller_id else (job_id,)
 
 
@@ -230,17 +228,19 @@ class Claimed:
     instance: str = ""
     #: Stream mode: the work stream's entry, acked when the job is done.
     entry: str = ""
+    #: This run's token (hero.lua ``take``), sent back with its log writes and report.
+    run: str = ""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Claimed:
-        """From ``[job_id, *CLAIM_FIELDS, entry?]``: a hero_cycle row, a
+        """From ``[job_id, *CLAIM_FIELDS, entry?, run?]``: a hero_cycle row, a
         handoff message (the same row as JSON) or an adoption's HMGET.
         Missing values (nil in Lua: null or false) take the defaults, and so
         do values that are not what they should be: a job hash is anyone's
         to write (an outside producer's), and one row that raised here
         failed the actor's whole cycle and ended the actor."""
         job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
-        group, instance, entry = [*row[9:12], "", "", ""][:3]
+        group, instance, entry, run = [*row[9:13], "", "", "", ""][:4]
         return cls(
             job_id=job_id,
             script=script or "",
@@ -254,6 +254,7 @@ class Claimed:
             group=group or "",
             instance=instance or "",
             entry=entry or "",
+            run=run if isinstance(run, str) else "",
         )
 
 
@@ -280,6 +281,8 @@ class Outcome:
     error: str = ""
     log_path: str = ""
     attempt: int = 0
+    #: The run's token (``Claimed.run``; "": not known; see ``Claimed``).
+    run: str = ""
 
 
 @dataclass(frozen=True)
@@ -335,6 +338,7 @@ def cycle(
     for o in outcomes:
         args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
     args += attempts  # after the rest: a library without them reads as before
+    args += [o.run for o in outcomes]
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))
 
 
@@ -346,11 +350,12 @@ def log(
     progress: tuple[float, str] | None,
     cap: int,
     tail: str,
+    run: str = "",
 ) -> Call[bool]:
-    """A running job's new log lines and latest progress (see hero_log);
-    False: nothing written, the job is no longer ``actor``'s ``attempt``."""
+    """A running job's new log lines and latest progress (see hero_log); False:
+    nothing written, the job is no longer ``actor``'s ``attempt`` and ``run``."""
     fraction, message = (repr(progress[0]), progress[1]) if progress else ("", "")
-    args = (job_id, actor, lines, fraction, message, cap, tail, attempt)
+    args = (job_id, actor, lines, fraction, message, cap, tail, attempt, run)
     return Call("hero_log", args, _bool)
 
 

@@ -20,11 +20,12 @@ log = logging.getLogger("gateway.supervisor.worker")
 
 
 async def obey(
-    control: Wire, ctl_key: str, on_stop: Callable[[str], None], closed: Callable[[], bool]
+    control: Wire, ctl_key: str, on_stop: Callable[[str, str], None], closed: Callable[[], bool]
 ) -> None:
-    """Call ``on_stop`` with the job id of each stop request on ``ctl_key``
-    until ``closed()``; a Redis outage is waited out, a malformed message
-    skipped."""
+    """Call ``on_stop`` with the job id and run of each stop request on
+    ``ctl_key`` until ``closed()`` (run "": a message without one, such as
+    Hero's, stops any run of the id); a Redis outage is waited out, a
+    malformed message skipped."""
     while not closed():
         try:
             reply = await control.execute_command("BLPOP", ctl_key, 5)
@@ -41,4 +42,5 @@ async def obey(
             log.warning("ignored malformed control message")
             continue
         if isinstance(message, dict) and message.get("action") == "stop":
-            on_stop(str(message.get("job_id")))
+            run = message.get("run")
+            on_stop(str(message.get("job_id")), run if isinstance(run, str) else "")

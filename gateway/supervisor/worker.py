@@ -68,7 +68,7 @@ class ActorLink:
         *,
         index: int = 0,
         capabilities: Sequence[str] = (),
-        on_stop: Callable[[str], None] | None = None,
+        on_stop: Callable[[str, str], None] | None = None,
         sandbox_off: bool = False,
     ) -> None:
         self.script_type, self.group, self.instance = script_type, group, instance
@@ -246,12 +246,13 @@ class ActorLink:
             held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
         if not held:
             return []
-        asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS) for j in held]
+        asks = [("HMGET", keys.job(j), "status", "actor", *CLAIM_FIELDS, "run") for j in held]
         rows = await connection.lenient(self._wire, asks)
         adopted, stale = [], []
         for job_id, row in zip(held, rows, strict=True):
             if row is not None and row[0] == "started" and row[1] == self.name:
-                job = Claimed.from_row([job_id, *row[2:]])
+                *claim, run = row[2:]
+                job = Claimed.from_row([job_id, *claim, "", run])
                 if not self._in_hand.has(job):
                     adopted.append(job)
                     self._adopted.add(job_id)  # its handoff message may still come
@@ -289,6 +290,7 @@ class ActorLink:
         progress: tuple[float, str] | None = None,
         *,
         attempt: int,
+        run: str = "",
         cap: int,
         tail: str = "",
     ) -> bool:
@@ -299,9 +301,10 @@ class ActorLink:
         the log tail (the job's last report); it expires with the job.
 
         False: nothing was written, as the job hash no longer names this
-        actor's ``attempt`` (deleted, its id taken by another job, or a later
-        attempt runs): the run's lines are not that job's, and it reports no more."""
-        call = functions.log(job_id, self.name, attempt, lines, progress, cap, tail)
+        actor's ``attempt`` and ``run`` (deleted, its id taken by another job,
+        or a later attempt runs): the run's lines are not that job's, and it
+        reports no more."""
+        call = functions.log(job_id, self.name, attempt, lines, progress, cap, tail, run)
         return await library.call(self._wire, self._config, call)
 
     # -- background ------------------------------------------------------------

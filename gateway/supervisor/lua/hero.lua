@@ -138,6 +138,9 @@ local function context(args)
   }
   -- as text once: each number given to redis.call is formatted anew
   ctx.ts = string.format('%d', ctx.ms)
+  -- the run a `take` in this call starts (see `take`): the call's time in µs,
+  -- so two runs of one job id (deleted and created again) never share it
+  ctx.run = t[1] .. string.format('%06d', usec)
   if ctx.ttl > 0 then
     ctx.ttl_s = string.format('%d', ctx.ttl)
     ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
@@ -471,6 +474,10 @@ end
 -- Mark a claimed job started by this actor; the row the actor runs it from.
 -- Its copies in legacy queues go: an outside actor must not pop it after this.
 -- `rec`: its CLAIM_FIELDS when the caller has read them (claim_one).
+-- The run gets a token of its own (`run`, in the hash and at the end of the
+-- row), which its actor sends back with its log writes, its report and
+-- nowhere else: a job id deleted and created again may run on the same
+-- actor as the same attempt, and only the token tells the two runs apart.
 local function take(ctx, id, old, who, event, entry, rec)
   rec = rec or claim_record(ctx, id)
   for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.pcall('LREM', q, 0, id) end
@@ -482,10 +489,11 @@ local function take(ctx, id, old, who, event, entry, rec)
   ctx.tag = off
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
-     'finished_at', '', 'attempt', rec[7], unpack(off)}, nil, event)
+     'finished_at', '', 'attempt', rec[7], 'run', ctx.run, unpack(off)}, nil, event)
   ctx.tag = nil
   table.insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
+  rec[#rec + 1] = ctx.run
   return rec
 end
 
@@ -1140,7 +1148,8 @@ local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 
 -- `ctl` would take a stop request, a `lease` naming a key that always exists
 -- would keep the job from ever timing out, and `actor` and `sandbox` would
 -- say who ran the job and how confined until an actor of ours takes it.
-local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry', 'ctl', 'lease', 'actor', 'sandbox'}
+local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry', 'ctl', 'lease', 'actor', 'sandbox',
+  'run'}
 
 -- Fill in what a job of ours has, index the job and emit its `created` event.
 -- The caller_id stays as the producer left it: none means admins only. The
@@ -1355,14 +1364,22 @@ end
 -- it is still this consumer's: a peer that reclaimed it acks its own run.
 local function finish(ctx, held, who, r)
   local id = r.id
-  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', unpack(EVENT_FIELDS))
+  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', 'run', unpack(EVENT_FIELDS))
   local status = table.remove(f, 1)
   local dependents = table.remove(f, 1)
+  local run = table.remove(f, 1)
   ctx.seen[id] = f
   local ours = status == 'started' and f[4] == who.actor
+  local again = r.attempt and r.attempt ~= '0'
   -- a report sent again after its reply was lost, while a later attempt of
   -- the job runs here: that attempt's held entry (or stream entry) stays
-  if ours and r.attempt and r.attempt ~= '0' and f[6] ~= r.attempt then return 0 end
+  if ours and again and f[6] ~= r.attempt then return 0 end
+  if ours and r.run and r.run ~= '' and run ~= r.run then
+    -- a run of another job under this id (deleted and created again since):
+    -- its result is not this job's; a first report's held entry is its own
+    if again then return 0 end
+    ours = false
+  end
   if who.consumer then
     local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
     if #mine > 0 then done_entry(who.stream, r.entry) end
@@ -1431,7 +1448,7 @@ local function hero_cycle(keys, args)
     local b = H + 12 + i * 6
     alone(ctx, held, args[b], finish, held, who, {id = args[b], status = args[b + 1],
       output = args[b + 2], error = args[b + 3], log_path = args[b + 4], entry = args[b + 5],
-      attempt = args[H + 12 + n * 6 + i]})
+      attempt = args[H + 12 + n * 6 + i], run = args[H + 12 + n * 7 + i]})
   end
   promote(ctx, 100)
   -- one read of ORPHANS when none is due (the usual cycle): settle only then
@@ -1519,12 +1536,14 @@ local function hero_log(_, args)
   local ctx = context(args)
   local id, actor, lines, progress = args[H + 1], args[H + 2], args[H + 3], args[H + 4]
   local message, cap, tail, attempt = args[H + 5], tonumber(args[H + 6]), args[H + 7], args[H + 8]
-  -- one read: the status, and the fields `emit` would read (EVENT_FIELDS)
-  local row = redis.call('HMGET', JOB .. id, 'status', unpack(EVENT_FIELDS))
-  local status, f = row[1], {unpack(row, 2, #EVENT_FIELDS + 1)}
+  local run = args[H + 9]
+  -- one read: the status, the run, and the fields `emit` would read (EVENT_FIELDS)
+  local row = redis.call('HMGET', JOB .. id, 'status', 'run', unpack(EVENT_FIELDS))
+  local status, f = row[1], {unpack(row, 3, #EVENT_FIELDS + 2)}
   ctx.seen[id] = f
   if not status or f[EVENT_INDEX.actor] ~= actor then return 0 end
   if attempt and attempt ~= '0' and f[EVENT_INDEX.attempt] ~= attempt then return 0 end
+  if run and run ~= '' and row[2] ~= run then return 0 end  -- another job's run (see `take`)
   local lk = LOGS .. id
   if tail ~= '' then
     redis.call('SET', lk, tail)
@@ -1558,9 +1577,9 @@ end
 -- Tell the actor running job `id` to stop it: a message on its control
 -- queue `ctl` (and, in compat mode, on the legacy stop queue outside actors
 -- read, their worker's or their type's).
-local function tell_stop(compat, id, ctl, worker_id, script_type)
-  if of_family(ctl, CTL) then
-    redis.call('LPUSH', ctl, cjson.encode({action = 'stop', job_id = id}))
+local function tell_stop(compat, id, ctl, worker_id, script_type, run)
+  if of_family(ctl, CTL) then  -- the run: a later run of the id on that actor goes on
+    redis.call('LPUSH', ctl, cjson.encode({action = 'stop', job_id = id, run = run or ''}))
   end
   if compat then  -- a legacy queue made another type is passed over (as in dispatch)
     local target = (worker_id and worker_id ~= '') and worker_id or script_type or ''
@@ -1579,7 +1598,7 @@ local function hero_stop(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
-    'legacy', 'caller_id')
+    'legacy', 'caller_id', 'run')
   local st = f[1]
   -- (a key of another type is no job)
   if f.err or not st or not callers(f[8], args[H + 2]) then return {'not_found'} end
@@ -1591,7 +1610,7 @@ local function hero_stop(_, args)
     redis.call('ZREM', DELAYED, id)
     for _, q in ipairs(legacy_copies(f[7])) do redis.pcall('LREM', q, 0, id) end
   else
-    tell_stop(ctx.compat, id, f[3], f[4], f[5])
+    tell_stop(ctx.compat, id, f[3], f[4], f[5], f[9])
   end
   set_status(ctx, id, st, 'stopped', {'error', 'stopped', 'finished_at', ctx.iso}, 'stopped')
   on_terminal(ctx, id, 'stopped')
@@ -1606,10 +1625,10 @@ local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
   local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy',
-    'ctl', 'worker_id')
+    'ctl', 'worker_id', 'run')
   -- a key of another type is no job: left alone
   if f.err or not f[1] or not callers(f[4], args[H + 2]) then return 0 end
-  if f[1] == 'started' then tell_stop(in_compat(args), id, f[7], f[8], f[3]) end
+  if f[1] == 'started' then tell_stop(in_compat(args), id, f[7], f[8], f[3], f[9]) end
   if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
   for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
   redis.call('ZREM', IDX_ALL, id)
