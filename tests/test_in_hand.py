@@ -1,4 +1,4 @@
-"""The jobs an actor link has in hand, kept by attempt (gateway.supervisor.in_hand)."""
+"""The runs an actor link has in hand, kept by run or attempt (gateway.supervisor.in_hand)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from gateway.model.library import Claimed, Outcome
 from gateway.supervisor.in_hand import InHand
 
 
-def claimed(job_id: str, attempt: int, entry: str = "") -> Claimed:
-    return Claimed(job_id, "", "osis", 60, {}, "", "", attempt, 1, entry=entry)
+def claimed(job_id: str, attempt: int, entry: str = "", run: str = "") -> Claimed:
+    return Claimed(job_id, "", "osis", 60, {}, "", "", attempt, 1, entry=entry, run=run)
 
 
 def test_a_report_of_an_earlier_attempt_leaves_the_later_one_in_hand() -> None:
@@ -48,3 +48,18 @@ def test_only_a_report_sent_again_names_its_attempt() -> None:
     assert hand.checked(first) == [2]
     hand.settle(first)
     assert hand.checked(first) == [0]
+
+
+def test_two_runs_of_one_id_are_in_hand_apart() -> None:
+    """A job deleted while it runs and the job created again under its id, on
+    one actor as the same attempt: each run's report settles its own run."""
+    hand = InHand()
+    hand.take([claimed("x", 1, entry="1-0", run="r1"), claimed("x", 1, entry="2-0", run="r2")])
+    assert len(hand) == 2 and hand.has(claimed("x", 1, run="r2"))
+    first = Outcome("x", "stopped", attempt=1, run="r1", entry="1-0")
+    assert hand.holding([first]) == 1
+    hand.settle([first])
+    assert hand.has(claimed("x", 1, run="r2")) and not hand.has(claimed("x", 1, run="r1"))
+    assert "x" in hand and hand.entries == {"x": "2-0"}
+    hand.settle([Outcome("x", "finished", attempt=1, run="r2", entry="2-0")])
+    assert (len(hand), hand.entries) == (0, {})

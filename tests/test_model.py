@@ -76,8 +76,8 @@ def test_every_xadd_to_the_events_streams_is_emits_or_hero_logs() -> None:
 
 
 def test_claim_fields_are_hero_luas() -> None:
-    """A claimed row is ``[id, *CLAIM_FIELDS, entry]``: Lua's CLAIM_FIELDS but
-    its last, ``legacy``, which ``take`` removes before replying."""
+    """A claimed row is ``[id, *CLAIM_FIELDS, entry, run]``: Lua's CLAIM_FIELDS
+    but its last, ``legacy``, which ``take`` removes before replying."""
     found = re.search(r"local CLAIM_FIELDS = \{([^}]*)\}", LUA)
     assert found is not None
     lua = re.findall(r"'(\w+)'", found.group(1))

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from gateway.actor.joblog import JobLog
 from gateway.actor.runtime import _InFlight
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
@@ -157,7 +159,11 @@ async def test_a_run_of_a_deleted_job_is_not_the_run_of_the_next_job_under_its_i
         await sup.create(job(job_id=JOB_ID, caller_id="alice"))
         await sup.start(JOB_ID)
         (first,) = await link.cycle([], 2)
+        assert first.run == await rds.hget(keys.job(JOB_ID), "run")
+        ctl = await rds.hget(keys.job(JOB_ID), "ctl")
         await sup.delete(JOB_ID)
+        (stop,) = [json.loads(m) for m in await rds.lrange(ctl, 0, -1)]
+        assert stop == {"action": "stop", "job_id": JOB_ID, "run": first.run}
         await sup.create(job(job_id=JOB_ID, caller_id="bob"))
         await sup.start(JOB_ID)
         (second,) = await link.cycle([], 2)
@@ -211,3 +217,38 @@ async def test_a_stop_names_the_run_it_stops() -> None:
     await asyncio.sleep(0.01)
     assert not jobs.running
     assert [(o.status, o.run) for o in jobs.done][1:] == [("finished", "r2")]
+
+
+async def test_a_stop_that_comes_before_its_run_stops_it_as_it_starts() -> None:
+    """A run deleted while its hand-off was on its way to the actor does not
+    run on unseen: the stop is kept until the run is launched."""
+    jobs = _InFlight()
+
+    async def run(job: Claimed) -> Outcome:
+        raise AssertionError("a stopped run ran")
+
+    jobs.start = run
+    jobs.stop(JOB_ID, "r1")
+    jobs.launch(
+        [Claimed.from_row([JOB_ID, "s", "python", "5", "{}", "", "", "1", "0", "", "", "", "r1"])]
+    )
+    await asyncio.sleep(0.01)
+    assert not jobs.running
+    assert [(o.status, o.run) for o in jobs.done] == [("stopped", "r1")]
+
+
+def test_a_first_attempts_log_file_starts_afresh(tmp_path: Path) -> None:
+    """The actor names a job's log file by its id: a file there for a job's first
+    attempt is an earlier job's under that id (deleted since). Its bytes are
+    not the new job's and do not count against its limit; a later attempt of
+    one job appends to its earlier attempts' log."""
+    path = str(tmp_path / f"{JOB_ID}.log")
+    Path(path).write_bytes(SECRET.encode() * 100)
+    first = JobLog(path, 64, fresh=True)
+    first.write(b"mine\n")
+    first.close()
+    assert Path(path).read_bytes() == b"mine\n"
+    retry = JobLog(path, 64)
+    retry.write(b"again\n")
+    retry.close()
+    assert Path(path).read_bytes() == b"mine\nagain\n"

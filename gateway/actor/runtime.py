@@ -24,6 +24,7 @@ import os
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +242,7 @@ class Actor:
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
         log_path = self._log_prefix + logfiles.file_name(job.job_id)  # no pathlib per job
-        joblog = JobLog(log_path, self.config.job_max_log)
+        joblog = JobLog(log_path, self.config.job_max_log, fresh=job.attempt == 1)
         ctx = JobContext(job, joblog)
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:
@@ -274,7 +275,7 @@ class Actor:
         finally:
             joblog.close()
         await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
-        return Outcome(job.job_id, *end, attempt=job.attempt, run=job.run)
+        return Outcome(job.job_id, *end, attempt=job.attempt, run=job.run, entry=job.entry)
 
 
 def refused_again(delay: float, exc: Exception, actor: str) -> float:
@@ -326,6 +327,10 @@ def python_actor(
     return actor
 
 
+#: Stop requests kept for runs not launched yet, the oldest dropped first.
+EARLY_STOPS = 1024
+
+
 class _InFlight:
     """One link's jobs in flight: the tasks running them, and the outcomes of
     those that ended, waiting for the next cycle to report them. Runs are
@@ -334,6 +339,7 @@ class _InFlight:
 
     def __init__(self) -> None:
         self.running: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
+        self._early: dict[tuple[str, str], bool] = {}  # stops of runs not launched yet
         self.done: list[Outcome] = []
         self.ended = asyncio.Event()  # a job ended since the last cycle took ``done``
         #: Set once the link is open: runs one job; called when one ended.
@@ -344,24 +350,32 @@ class _InFlight:
         assert self.start is not None
         for job in jobs:
             task = asyncio.create_task(self.start(job))
+            if self._early.pop((job.job_id, job.run), False):  # stopped on its way here
+                task.cancel()
             self.running[job.job_id, job.run] = task
             task.add_done_callback(functools.partial(self._finished, job))
 
     def stop(self, job_id: str, run: str = "") -> None:
         """A stop request: cancel the job's task (its outcome is ``stopped``);
-        with a ``run``, only that run's (not a later run of the id)."""
+        with a ``run``, only that run's (not a later run of the id). A run not
+        started here yet (handed over, its message or claim reply still on its
+        way) is remembered, and stopped as it is launched."""
+        found = False
         for (running_id, running_run), task in list(self.running.items()):
             if running_id == job_id and run in ("", running_run):
                 log.info("stopping job", extra={"job_id": job_id})
                 task.cancel()
+                found = True
+        if not found and run:
+            self._early[job_id, run] = True
+            while len(self._early) > EARLY_STOPS:  # stops of runs that never come here
+                del self._early[next(iter(self._early))]
 
     def _finished(self, job: Claimed, task: asyncio.Task[Outcome]) -> None:
         self.running.pop((job.job_id, job.run), None)
         if task.cancelled():  # stopped before it even began
-            stopped = Outcome(
-                job.job_id, "stopped", "", "stopped", attempt=job.attempt, run=job.run
-            )
-            self.done.append(stopped)
+            stopped = Outcome(job.job_id, "stopped", error="stopped", attempt=job.attempt)
+            self.done.append(replace(stopped, run=job.run, entry=job.entry))
         else:
             self.done.append(task.result())
         self.ended.set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, NewType, TypeVar, cast
@@ -281,8 +281,8 @@ class Outcome:
     error: str = ""
     log_path: str = ""
     attempt: int = 0
-    #: The run's token (``Claimed.run``; "": not known; see ``Claimed``).
-    run: str = ""
+    run: str = ""  #: the run's token (``Claimed.run``; "": not known)
+    entry: str = ""  #: stream mode: the entry of the run (``Claimed.entry``), acked
 
 
 @dataclass(frozen=True)
@@ -320,14 +320,13 @@ def cycle(
     want: int,
     outcomes: Sequence[Outcome],
     attempts: Sequence[int],
-    entries: Mapping[str, str],
     reclaim_idle_ms: int,
     offer: bool,
     holding: int,
     outside_grace_ms: int,
 ) -> Call[CycleReply]:
-    """Report ``outcomes`` (each with its stream ``entries`` and the attempt
-    Redis checks it against, 0: none, in ``attempts``) and claim up to
+    """Report ``outcomes`` (each with the attempt Redis checks it against, 0:
+    none, in ``attempts``, then each one's run token) and claim up to
     ``want`` jobs. ``offer``: the slots left free are offered for handoffs on
     ``actor.handoff``. ``holding``: how many jobs the actor has in hand apart
     from ``outcomes``, so jobs handed to it and not yet received count
@@ -336,7 +335,7 @@ def cycle(
                        actor.handoff if offer else "", outside_grace_ms,
                        "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip
     for o in outcomes:
-        args += [o.job_id, o.status, o.output, o.error, o.log_path, entries.get(o.job_id, "")]
+        args += [o.job_id, o.status, o.output, o.error, o.log_path, o.entry]
     args += attempts  # after the rest: a library without them reads as before
     args += [o.run for o in outcomes]
     return Call("hero_cycle", tuple(args), _cycle_reply, tuple(key_names))

@@ -1,12 +1,15 @@
-"""The jobs an actor link has given its caller and not had reported yet.
+"""The runs an actor link has given its caller and not had reported yet.
 
-Kept by job id *and attempt*: a report Redis recorded but whose reply was
-lost is sent again, and by then the job's next attempt may be held by the
-same actor (claimed in that very reply, with no retry backoff, or handed
-over meanwhile). That report must neither hide the next attempt from
-``ActorLink.adopt`` nor take it off the count of jobs in hand, which
-``hero_cycle`` subtracts from the held list to know how many jobs are still
-on their way (its ``holding``).
+Kept by job id *and run* (the token hero.lua's ``take`` gives each run):
+a report Redis recorded but whose reply was lost is sent again, and by
+then the job's next attempt may be held by the same actor (claimed in that
+very reply, with no retry backoff, or handed over meanwhile); and a job
+deleted while it runs may still be ending when a job created again under
+its id is handed to the same actor, as the same attempt. Neither run's
+report may hide the other from ``ActorLink.adopt`` or take it off the count
+of runs in hand, which ``hero_cycle`` subtracts from the held list to know
+how many jobs are still on their way (its ``holding``). A run without a
+token (a library before them) is told apart by its attempt, as before.
 """
 
 from __future__ import annotations
@@ -15,43 +18,47 @@ from collections.abc import Iterable, Sequence
 
 from gateway.model.library import Claimed, Outcome
 
-#: A report of a job: its id and the attempt it ran.
-Attempt = tuple[str, int]
+#: A run in hand: its job id and its token.
+Run = tuple[str, str]
+#: A report sent: its job id, run and the attempt it ran.
+Report = tuple[str, str, int]
 
 
 class InHand:
-    """Jobs claimed, handed over or adopted, by id: their attempt, and in
-    stream mode the work stream's entry their report acks."""
+    """Runs claimed, handed over or adopted, and their attempts; in stream
+    mode the work stream's entry of each job (for ``adopt``)."""
 
     def __init__(self) -> None:
-        self._attempts: dict[str, int] = {}
+        self._runs: dict[Run, int] = {}
         #: Stream mode: the entry of each job this consumer runs.
         self.entries: dict[str, str] = {}
         #: Reports sent in a cycle whose reply never came (lost, or the call
         #: refused as a whole): Redis may have recorded them already.
-        self._unsure: set[Attempt] = set()
+        self._unsure: set[Report] = set()
 
     def __len__(self) -> int:
-        return len(self._attempts)
+        return len(self._runs)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._attempts
+        return any(held == job_id for held, _ in self._runs)
 
     def has(self, job: Claimed) -> bool:
-        """Whether ``job``'s attempt is in hand (running, or ended and its
-        report not recorded yet), so adopting it would run it twice."""
-        return self._attempts.get(job.job_id) == job.attempt
+        """Whether ``job``'s run is in hand (running, or ended and its report
+        not recorded yet), so adopting it would run it twice."""
+        if job.run:
+            return (job.job_id, job.run) in self._runs
+        return any(key[0] == job.job_id and held == job.attempt for key, held in self._runs.items())
 
     def take(self, jobs: Iterable[Claimed]) -> None:
         for job in jobs:
-            self._attempts[job.job_id] = job.attempt
+            self._runs[job.job_id, job.run] = job.attempt
             if job.entry:
                 self.entries[job.job_id] = job.entry
 
     def holding(self, outcomes: Iterable[Outcome]) -> int:
-        """How many jobs stay in hand once ``outcomes`` are reported."""
-        gone = {o.job_id for o in outcomes if o.job_id in self._attempts and self._reports(o)}
-        return len(self._attempts) - len(gone)
+        """How many runs stay in hand once ``outcomes`` are reported."""
+        gone = {run for o in outcomes for run in self._reported(o)}
+        return len(self._runs) - len(gone)
 
     def checked(self, outcomes: Sequence[Outcome]) -> list[int]:
         """The attempt Redis checks each of ``outcomes`` against (0: none).
@@ -62,23 +69,35 @@ class InHand:
         holding a slot for ever."""
         if not self._unsure:  # the usual cycle
             return [0] * len(outcomes)
-        return [o.attempt if (o.job_id, o.attempt) in self._unsure else 0 for o in outcomes]
+        return [o.attempt if _report(o) in self._unsure else 0 for o in outcomes]
 
     def unsure(self, outcomes: Iterable[Outcome]) -> None:
         """A cycle sending ``outcomes`` got no reply: they go again, as sent again."""
-        self._unsure.update((o.job_id, o.attempt) for o in outcomes)
+        self._unsure.update(_report(o) for o in outcomes)
 
     def settle(self, outcomes: Iterable[Outcome]) -> None:
-        """Redis recorded ``outcomes``: their attempts leave the hand (a later
-        attempt of the same job stays)."""
+        """Redis recorded ``outcomes``: their runs leave the hand (another run
+        of the same job stays)."""
         for o in outcomes:
-            self._unsure.discard((o.job_id, o.attempt))
-            if self._reports(o):
-                self._attempts.pop(o.job_id, None)
+            self._unsure.discard(_report(o))
+            for run in self._reported(o):
+                del self._runs[run]
+            if o.job_id not in self:
                 self.entries.pop(o.job_id, None)
 
-    def _reports(self, outcome: Outcome) -> bool:
-        """Whether ``outcome`` reports the attempt in hand. A report naming
-        no attempt counts, as does one of a job not in hand."""
-        attempt = self._attempts.get(outcome.job_id)
-        return attempt is None or outcome.attempt in (0, attempt)
+    def _reported(self, outcome: Outcome) -> list[Run]:
+        """The run in hand ``outcome`` reports: the one it names; for a report
+        without a token, the runs of its job of its attempt (any, for one
+        naming no attempt)."""
+        if outcome.run:
+            named = (outcome.job_id, outcome.run)
+            return [named] if named in self._runs else []
+        return [
+            run
+            for run, attempt in self._runs.items()
+            if run[0] == outcome.job_id and outcome.attempt in (0, attempt)
+        ]
+
+
+def _report(outcome: Outcome) -> Report:
+    return outcome.job_id, outcome.run, outcome.attempt

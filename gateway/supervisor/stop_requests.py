@@ -1,6 +1,7 @@
 """Stop requests for an actor instance: read from its control queue.
 
-Hero's ctl keys carry ``{"action": "stop", "job_id": ...}`` messages. The
+Hero's ctl keys carry ``{"action": "stop", "job_id": ...}`` messages; ours
+add the ``run`` they stop (hero.lua ``tell_stop``). The
 reader blocks on a connection of its own, so closing that connection ends
 it at once instead of waiting out its BLPOP.
 """

@@ -187,8 +187,8 @@ class ActorLink:
         offer = accept_handoff and self._listening and not self.stream
         call = functions.cycle(
             self._who, self._cycle_keys, want=want, outcomes=outcomes,
-            attempts=self._in_hand.checked(outcomes), entries=self._in_hand.entries,
-            reclaim_idle_ms=idle_ms, offer=offer, holding=self._in_hand.holding(outcomes),
+            attempts=self._in_hand.checked(outcomes), reclaim_idle_ms=idle_ms, offer=offer,
+            holding=self._in_hand.holding(outcomes),
             outside_grace_ms=int(self._config.outside_grace * 1000),
         )  # fmt: skip
         try:
@@ -235,7 +235,7 @@ class ActorLink:
         same instance name. They are run again (the finish stays exactly-once).
         In stream mode: the entries this consumer was delivered and has not acked.
         The jobs this link gave its caller and had no report of recorded yet
-        are passed over by attempt: a held later attempt of one is adopted."""
+        are passed over by run (attempt, without one): a later one held is adopted."""
         self.adopt_due = False
         self._adopted = set()  # a late handoff message follows its adopt at once, if at all
         if self.stream:
@@ -251,8 +251,9 @@ class ActorLink:
         adopted, stale = [], []
         for job_id, row in zip(held, rows, strict=True):
             if row is not None and row[0] == "started" and row[1] == self.name:
-                *claim, run = row[2:]
-                job = Claimed.from_row([job_id, *claim, "", run])
+                *claim, run = row[2:]  # the entry of a stream job (or "") before its run
+                entry = self._in_hand.entries.get(job_id, "")
+                job = Claimed.from_row([job_id, *claim, entry, run])
                 if not self._in_hand.has(job):
                     adopted.append(job)
                     self._adopted.add(job_id)  # its handoff message may still come

@@ -1146,8 +1146,9 @@ local ADOPT_FIELDS = {'script', 'script_type', 'group', 'instance', 'priority', 
 -- list into a stream on a retry, a `deaths` that is not a number would fail
 -- every reap (hero_reap's HINCRBY), an `entry` would be acked in a stream, a
 -- `ctl` would take a stop request, a `lease` naming a key that always exists
--- would keep the job from ever timing out, and `actor` and `sandbox` would
--- say who ran the job and how confined until an actor of ours takes it.
+-- would keep the job from ever timing out, `actor` and `sandbox` would say
+-- who ran the job and how confined until an actor of ours takes it, and a
+-- `run` would be a run's token before any run.
 local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry', 'ctl', 'lease', 'actor', 'sandbox',
   'run'}
 
@@ -1362,6 +1363,18 @@ end
 -- Record one result; ignored unless this actor still owns the job (a stop or
 -- the reaper may have ended it meanwhile). A stream entry is acked only while
 -- it is still this consumer's: a peer that reclaimed it acks its own run.
+-- A reported run's place in its actor's book goes: its stream entry (acked
+-- and deleted while it is pending for this consumer), or one held entry of
+-- its id.
+local function release(who, held, r)
+  if who.consumer then
+    local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
+    if #mine > 0 then done_entry(who.stream, r.entry) end
+  else
+    redis.call('LREM', held, 1, r.id)
+  end
+end
+
 local function finish(ctx, held, who, r)
   local id = r.id
   local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', 'run', unpack(EVENT_FIELDS))
@@ -1370,22 +1383,20 @@ local function finish(ctx, held, who, r)
   local run = table.remove(f, 1)
   ctx.seen[id] = f
   local ours = status == 'started' and f[4] == who.actor
-  local again = r.attempt and r.attempt ~= '0'
   -- a report sent again after its reply was lost, while a later attempt of
   -- the job runs here: that attempt's held entry (or stream entry) stays
-  if ours and again and f[6] ~= r.attempt then return 0 end
+  if ours and r.attempt and r.attempt ~= '0' and f[6] ~= r.attempt then return 0 end
   if ours and r.run and r.run ~= '' and run ~= r.run then
-    -- a run of another job under this id (deleted and created again since):
-    -- its result is not this job's; a first report's held entry is its own
-    if again then return 0 end
-    ours = false
+    -- a run of another job under this id (deleted and created again since, or
+    -- reaped and taken again): its result is not this job's, and of the id's
+    -- held entries one is the running job's; a second is this run's own
+    -- (a stream run's entry is its own)
+    if who.consumer or #redis.call('LPOS', held, id, 'COUNT', 2) > 1 then
+      release(who, held, r)
+    end
+    return 0
   end
-  if who.consumer then
-    local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
-    if #mine > 0 then done_entry(who.stream, r.entry) end
-  else
-    redis.call('LREM', held, 1, id)
-  end
+  release(who, held, r)
   if not ours then
     -- an outside actor that popped a legacy copy ended it first: that end is
     -- the job's, this run's result is dropped (but the end is recorded once)
@@ -1435,7 +1446,8 @@ end
 --       holding (the jobs of its held list the actor has in hand, those
 --       reported now left out), n_results, (id, status, output, error, log_path,
 --       stream entry)*, then each result's attempt ("0": not known; an
---       actor that sends none is read as before)
+--       actor that sends none is read as before), then each result's run
+--       token (see `take`; "": not known)
 -- Returns the claimed rows and the ms until a parked id is due (0: none), so
 -- an idle actor knows when to cycle again.
 local function hero_cycle(keys, args)
@@ -1524,13 +1536,14 @@ end
 -- job is still started by this actor, `lines` becomes a `log` event and a
 -- `progress` ("" for none) a `progress` event with `message`; after the job
 -- ended, nothing more is emitted (the terminal event stays the last one).
--- Only the run the job hash names writes: its `actor` and `attempt` (the
--- ones `take` set, kept by a stop or an end) are the caller's. Else the
+-- Only the run the job hash names writes: its `actor`, `attempt` and `run`
+-- (the ones `take` set, kept by a stop or an end) are the caller's. Else the
 -- call writes nothing and returns 0, and the actor stops reporting: its run
 -- is no longer the job's (deleted and the id taken by another job, or a
 -- later attempt runs), and its lines would land in that job's log.
 -- ARGV: head, job_id, actor, lines, progress, message, cap, tail, attempt
--- ("0": not known, as from an actor that sends none: the actor alone decides)
+-- ("0": not known, as from an actor that sends none: the actor alone decides),
+-- run ("" or none: not known, likewise)
 -- Returns 1 when written.
 local function hero_log(_, args)
   local ctx = context(args)
