@@ -20,9 +20,11 @@ import redis
 
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.model import Outcome
 from gateway.model import library as functions
 from gateway.supervisor import Supervisor, acl, keys, library, presence
 from gateway.supervisor.wire import Wire
+from gateway.supervisor.worker import ActorLink
 from tests.conftest import ROOT
 from tests.helpers import eventually, job, spawn_actor
 
@@ -190,6 +192,36 @@ async def test_an_actor_user_waits_for_a_gateway_to_load_lost_functions(
     finally:
         await admin.aclose()
         await actor.aclose()
+
+
+async def test_on_the_actor_user_a_deleted_jobs_report_leaves_the_next_job_running(
+    locked: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """The report of a run whose job was deleted and whose id another job took
+    on the same actor is dropped (hero.lua ``finish``, which counts the held
+    entries with ``LPOS``): on the actor's user too, where a command the user
+    may not run ends that call's job in error."""
+    gateway_url = url_as(locked, "hero-gateway", PASSWORDS["HERO_ACL_GATEWAY_PASSWORD"])
+    actor_url = url_as(locked, "hero-actor", PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])
+    sup = await Supervisor.connect(Config(redis_url=gateway_url, log_dir=str(tmp_path)))
+    link = ActorLink(Config(redis_url=actor_url), "osis", "g", "i")
+    await link.open()
+    try:
+        await sup.create(job(script_type="osis", job_id="x", caller_id="alice"))
+        await sup.start("x")
+        (first,) = await link.cycle([], 2)
+        await sup.delete("x")
+        await sup.create(job(script_type="osis", job_id="x", caller_id="bob"))
+        await sup.start("x")
+        (second,) = await link.cycle([], 2)
+        stopped = Outcome("x", "stopped", error="stopped", attempt=1, run=first.run)
+        await link.cycle([stopped], 0)
+        assert (await sup.get("x"))["status"] == "started"
+        await link.cycle([Outcome("x", "finished", "bob", attempt=1, run=second.run)], 0)
+        assert (await sup.output("x"))["output"] == "bob"
+    finally:
+        await link.close()
+        await sup.close()
 
 
 @pytest.mark.timeout(120)

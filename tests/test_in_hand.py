@@ -63,3 +63,13 @@ def test_two_runs_of_one_id_are_in_hand_apart() -> None:
     assert "x" in hand and hand.entries == {"x": "2-0"}
     hand.settle([Outcome("x", "finished", attempt=1, run="r2", entry="2-0")])
     assert (len(hand), hand.entries) == (0, {})
+
+
+def test_a_report_without_a_token_settles_no_run_with_one() -> None:
+    """A run of a library before tokens and a run with one, of one id and attempt."""
+    hand = InHand()
+    hand.take([claimed("x", 1), claimed("x", 1, run="r2")])
+    old = Outcome("x", "finished", attempt=1)
+    assert hand.holding([old]) == 1
+    hand.settle([old])
+    assert hand.has(claimed("x", 1, run="r2")) and not hand.has(claimed("x", 1))

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from gateway.actor.joblog import JobLog
 from gateway.actor.runtime import _InFlight
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
@@ -237,18 +235,30 @@ async def test_a_stop_that_comes_before_its_run_stops_it_as_it_starts() -> None:
     assert [(o.status, o.run) for o in jobs.done] == [("stopped", "r1")]
 
 
-def test_a_first_attempts_log_file_starts_afresh(tmp_path: Path) -> None:
-    """The actor names a job's log file by its id: a file there for a job's first
-    attempt is an earlier job's under that id (deleted since). Its bytes are
-    not the new job's and do not count against its limit; a later attempt of
-    one job appends to its earlier attempts' log."""
-    path = str(tmp_path / f"{JOB_ID}.log")
-    Path(path).write_bytes(SECRET.encode() * 100)
-    first = JobLog(path, 64, fresh=True)
-    first.write(b"mine\n")
-    first.close()
-    assert Path(path).read_bytes() == b"mine\n"
-    retry = JobLog(path, 64)
-    retry.write(b"again\n")
-    retry.close()
-    assert Path(path).read_bytes() == b"mine\nagain\n"
+async def test_an_adopt_runs_a_run_held_twice_under_its_id_once(
+    sup: Supervisor, config: Config, rds: aioredis.Redis
+) -> None:
+    """The held list has the id twice (the deleted job's run, not reported yet,
+    and the next job's); a process that adopts them runs the running job's
+    run once, not once per held entry."""
+    link = ActorLink(config, "python", "g", "i")
+    await link.open()
+    try:
+        await sup.create(job(job_id=JOB_ID, caller_id="alice"))
+        await sup.start(JOB_ID)
+        await link.cycle([], 2)
+        await sup.delete(JOB_ID)
+        await sup.create(job(job_id=JOB_ID, caller_id="bob"))
+        await sup.start(JOB_ID)
+        (second,) = await link.cycle([], 2)
+    finally:
+        await link.close()
+    again = ActorLink(config, "python", "g", "i")  # the same actor, started again
+    await again.open()
+    try:
+        assert await rds.llen(keys.held("python", "g", "i")) == 2
+        assert [(j.job_id, j.run, j.caller_id) for j in await again.adopt()] == [
+            (JOB_ID, second.run, "bob")
+        ]
+    finally:
+        await again.close()

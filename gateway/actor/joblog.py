@@ -11,12 +11,6 @@ actor's CPU per job. Every reader takes an absent file for an empty one
 (``LiveLog`` reads its size as 0; the job's tail is this attempt's writes,
 none). The python executor opens the log before its job starts (``open``),
 so a script job whose log cannot be written never runs, as before.
-
-A job's first attempt (``fresh``) starts the file afresh; a later attempt
-appends to it. A file already there for a first attempt is another job's
-that had the same id (deleted since; the file is named by the id) or a run
-adopted again: its bytes would count against this job's limit, and they are
-not this job's to keep.
 """
 
 from __future__ import annotations
@@ -30,9 +24,8 @@ class LogUnwritable(Exception):
 
 
 class JobLog:
-    def __init__(self, path: str, limit: int, tail: int = 65536, *, fresh: bool = False) -> None:
+    def __init__(self, path: str, limit: int, tail: int = 65536) -> None:
         self.path = path
-        self.fresh = fresh
         self.limit = limit
         self.tail_size = tail
         self._tail = bytearray()
@@ -45,7 +38,7 @@ class JobLog:
 
     def open(self) -> None:
         """Open (create) the file now if no write did yet; its bytes from an
-        earlier attempt count against ``limit`` too (``fresh``: none kept)."""
+        earlier attempt count against ``limit`` too."""
         if self._file is not None:
             return
         if self._closed:  # as a write to a closed file did: no file made after the job
@@ -53,7 +46,7 @@ class JobLog:
         if self.on_open is not None:
             self.on_open()
         try:
-            self._file = open(self.path, "wb" if self.fresh else "ab")  # noqa: SIM115 - closed by close()
+            self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise LogUnwritable(f"{self.path}: {exc.strerror}") from exc
         self._written = self._file.tell()

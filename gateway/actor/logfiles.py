@@ -8,9 +8,7 @@ identifier (``IDENT_PATTERN``: letters, digits, ``_ . -``, not starting with
 a dot, no ``/``), or that starts with ``id-``, is written out instead:
 ``id-<hex of the id's bytes>.log``, or ``id-sha256-<its SHA-256>.log`` when
 that would pass the file system's 255-byte limit. Either way one file per
-job, the same for every attempt (a first attempt starts it afresh: a file
-there is an earlier job's under the same id, ``joblog.JobLog``), and the job
-hash's ``log_path`` names it.
+job, the same for every attempt, and the job hash's ``log_path`` names it.
 
 **Retention.** An ended job's hash, reply and Redis log live ``HERO_JOB_TTL``
 seconds (hero.lua ``retain``); its file goes too. At start and every

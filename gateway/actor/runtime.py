@@ -242,7 +242,7 @@ class Actor:
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
         log_path = self._log_prefix + logfiles.file_name(job.job_id)  # no pathlib per job
-        joblog = JobLog(log_path, self.config.job_max_log, fresh=job.attempt == 1)
+        joblog = JobLog(log_path, self.config.job_max_log)
         ctx = JobContext(job, joblog)
 
         async def report(lines: str, progress: tuple[float, str] | None, tail: str) -> bool:

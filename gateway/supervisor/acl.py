@@ -90,7 +90,8 @@ ACTOR_COMMANDS = (
     "xreadgroup", "xack", "xdel",
     # inside the Functions above
     "time", "exists", "hget", "hstrlen", "hset", "hincrby", "expire", "append", "getrange",
-    "lpush", "lmove", "llen", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore", "publish",
+    "lpush", "lmove", "llen", "lpos", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore",
+    "publish",
     "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
 

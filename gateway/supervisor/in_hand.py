@@ -22,6 +22,12 @@ from gateway.model.library import Claimed, Outcome
 Run = tuple[str, str]
 #: A report sent: its job id, run and the attempt it ran.
 Report = tuple[str, str, int]
+#: What tells a run apart: its job id, token, and attempt (for a run without one).
+RunKey = tuple[str, str, int]
+
+
+def run_key(job: Claimed) -> RunKey:
+    return job.job_id, job.run, job.attempt
 
 
 class InHand:
@@ -47,7 +53,7 @@ class InHand:
         not recorded yet), so adopting it would run it twice."""
         if job.run:
             return (job.job_id, job.run) in self._runs
-        return any(key[0] == job.job_id and held == job.attempt for key, held in self._runs.items())
+        return (job.job_id, "") in self._runs and self._runs[job.job_id, ""] == job.attempt
 
     def take(self, jobs: Iterable[Claimed]) -> None:
         for job in jobs:
@@ -87,16 +93,13 @@ class InHand:
 
     def _reported(self, outcome: Outcome) -> list[Run]:
         """The run in hand ``outcome`` reports: the one it names; for a report
-        without a token, the runs of its job of its attempt (any, for one
-        naming no attempt)."""
-        if outcome.run:
-            named = (outcome.job_id, outcome.run)
-            return [named] if named in self._runs else []
-        return [
-            run
-            for run, attempt in self._runs.items()
-            if run[0] == outcome.job_id and outcome.attempt in (0, attempt)
-        ]
+        without a token, its job's run without one, if of its attempt (any
+        attempt, for a report naming none)."""
+        named = (outcome.job_id, outcome.run)
+        attempt = self._runs.get(named)
+        if attempt is None or (not outcome.run and outcome.attempt not in (0, attempt)):
+            return []
+        return [named]
 
 
 def _report(outcome: Outcome) -> Report:

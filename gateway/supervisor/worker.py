@@ -47,7 +47,7 @@ from gateway.config import Config
 from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
-from gateway.supervisor.in_hand import InHand
+from gateway.supervisor.in_hand import InHand, RunKey, run_key
 from gateway.supervisor.wire import Subscriber, Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
@@ -99,7 +99,7 @@ class ActorLink:
         #: A cycle may find work: a wake-up, a written queue, or the last claim was full.
         self.claim_due = True
         self.offering = False  # free slots offered for handoffs may stand
-        self._adopted: set[str] = set()
+        self._adopted: set[RunKey] = set()
         #: Held jobs may be unknown to this process: at start, after a lost
         #: cycle reply, and after a reconnect that may have lost a handoff.
         self.adopt_due = True
@@ -213,9 +213,9 @@ class ActorLink:
         return claimed
 
     def handed(self) -> list[Claimed]:
-        """Jobs handed to this actor since the last call, to run now."""
-        jobs = [job for job in self._handed if job.job_id not in self._adopted]
-        self._adopted.difference_update(job.job_id for job in self._handed)
+        """Jobs handed to this actor since the last call, to run now (but those adopted)."""
+        jobs = [job for job in self._handed if run_key(job) not in self._adopted]
+        self._adopted.difference_update(run_key(job) for job in self._handed)
         self._handed = []
         self._in_hand.take(jobs)
         return jobs
@@ -254,9 +254,9 @@ class ActorLink:
                 *claim, run = row[2:]  # the entry of a stream job (or "") before its run
                 entry = self._in_hand.entries.get(job_id, "")
                 job = Claimed.from_row([job_id, *claim, entry, run])
-                if not self._in_hand.has(job):
-                    adopted.append(job)
-                    self._adopted.add(job_id)  # its handoff message may still come
+                if not self._in_hand.has(job) and run_key(job) not in self._adopted:
+                    adopted.append(job)  # once, though the id be held twice
+                    self._adopted.add(run_key(job))  # its handoff message may still come
             elif job_id not in self._in_hand:  # ended meanwhile (stopped, reaped, deleted),
                 # or its key is no hash now (one in hand is its runner's to report)
                 stale.append(self._in_hand.entries.pop(job_id) if self.stream else job_id)

@@ -1383,13 +1383,17 @@ local function finish(ctx, held, who, r)
   local run = table.remove(f, 1)
   ctx.seen[id] = f
   local ours = status == 'started' and f[4] == who.actor
-  -- a report sent again after its reply was lost, while a later attempt of
-  -- the job runs here: that attempt's held entry (or stream entry) stays
-  if ours and r.attempt and r.attempt ~= '0' and f[6] ~= r.attempt then return 0 end
-  if ours and r.run and r.run ~= '' and run ~= r.run then
-    -- a run of another job under this id (deleted and created again since, or
-    -- reaped and taken again): its result is not this job's, and of the id's
-    -- held entries one is the running job's; a second is this run's own
+  local token = r.run and r.run ~= ''
+  -- (without a token) a report sent again after its reply was lost, while a
+  -- later attempt of the job runs here: that attempt's held entry stays
+  if ours and not token and r.attempt and r.attempt ~= '0' and f[6] ~= r.attempt then
+    return 0
+  end
+  if ours and token and run ~= r.run then
+    -- an earlier run of this id (of a job deleted and created again since, an
+    -- earlier attempt, or one reaped and taken again; or a report of one sent
+    -- again): its result is not the running job's, and of the id's held
+    -- entries one is the running run's; a second is this run's own
     -- (a stream run's entry is its own)
     if who.consumer or #redis.call('LPOS', held, id, 'COUNT', 2) > 1 then
       release(who, held, r)
