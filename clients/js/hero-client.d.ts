@@ -438,7 +438,7 @@ export declare class HeroClient extends Connection {
   jobList(params?: { status?: Status; script_type?: Ident; caller_id?: Ident; cursor?: string; limit?: number }, options?: CallOptions): Promise<JobPage>;
   /** Stop a job that has not finished. */
   jobStop(params: { job_id: Ident }, options?: CallOptions): Promise<JobState>;
-  /** Delete a job's hash, reply queue and logs; a running job is stopped first. */
+  /** Delete a job's hash, reply queue and log tail; a running job is stopped first. */
   jobDelete(params: { job_id: Ident }, options?: CallOptions): Promise<Deleted>;
   /** Delete ended jobs of one status (admin). */
   jobPurge(params?: { status?: EndedStatus; older_than?: number }, options?: CallOptions): Promise<Purged>;

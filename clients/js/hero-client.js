@@ -1229,7 +1229,7 @@ export class HeroClient extends Connection {
   }
 
   /**
-   * Delete a job's hash, reply queue and logs; a running job is stopped first.
+   * Delete a job's hash, reply queue and log tail; a running job is stopped first.
    * @param {{ job_id: Ident }} params
    * @param {CallOptions} [options]
    * @returns {Promise<Deleted>}

@@ -226,7 +226,7 @@ class HeroClient(Connection):
         return cast("JobState", await self.call("job.stop", params, timeout=timeout))
 
     async def job_delete(self, job_id: Ident, *, timeout: Timeout = Default.TIMEOUT) -> Deleted:
-        """Delete a job's hash, reply queue and logs; a running job is stopped first.
+        """Delete a job's hash, reply queue and log tail; a running job is stopped first.
 
         Raises:
             Unauthenticated, Overloaded, BackendUnavailable, JobNotFound, Forbidden,
