@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import python_actor
+from gateway.actor import python_actor, warm
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
 from gateway.actor.python_exec import FOLDER_PREFIX
@@ -234,7 +234,10 @@ async def test_a_job_gets_none_of_the_files_its_actor_was_started_with(
     fd = os.dup2(opened, 240, inheritable=False)  # far above what the job's own files take
     os.close(opened)
     instance = f"fds-{uuid.uuid4().hex[:8]}"
-    proc = spawn_actor(config, "--script-type", "python", "--instance", instance, pass_fds=(fd,))
+    proc = spawn_actor(  # uvloop's: asyncio's subprocesses close such files themselves
+        config, "--script-type", "python", "--instance", instance, pass_fds=(fd,),
+        HERO_EVENT_LOOP="uvloop",
+    )  # fmt: skip
     os.close(fd)
     script = (
         "import os\n"
@@ -529,8 +532,8 @@ def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Pat
     args = Sandbox.job_args(tmp_path)
     assert args.split(b"\0") == [b"--bind", str(tmp_path).encode(), JOB_DIR.encode(),
                                   b"--clearenv", b""]  # fmt: skip
-    assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"set -- 'A=1' 'B=it'\"'\"'s' \"$@\"\n"
-    assert Sandbox.env_file({"my-var": "x", "-n": "y"}) == b"set -- 'my-var=x' '-n=y' \"$@\"\n"
+    assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"set -- A=1 'B=it'\"'\"'s' \"$@\"\n"
+    assert Sandbox.env_file({"my-var": "x", "-n": "y"}) == b'set -- my-var=x -n=y "$@"\n'
     check_environment({"A_1": "x", "_b": "", "my-var": "x", "a.b": "y", "1A": "z"})
     with pytest.raises(ValueError, match="NUL"):
         check_environment({"A": "x\0y"})
@@ -583,3 +586,16 @@ def test_an_interpreter_under_tmp_is_seen_inside(
     argv = " ".join(Sandbox().argv(["python"], 7, 8))
     assert argv.index("--tmpfs /tmp") < argv.index(f"--ro-bind {venv} {venv}")
     Sandbox().check()  # a trivial job with that interpreter: SandboxUnavailable if hidden
+
+
+def test_an_environment_past_a_pipes_size_fits_its_pipe() -> None:
+    """bwrap reads the environment only once its namespaces are made, and the
+    actor writes it from its event loop: the pipe is grown to hold it all."""
+    read, write = os.pipe()
+    try:
+        os.set_blocking(write, False)
+        warm.fit(write, 1024 * 1024)
+        assert os.write(write, b"x" * 1024 * 1024) == 1024 * 1024  # never blocks
+    finally:
+        os.close(read)
+        os.close(write)

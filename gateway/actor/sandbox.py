@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -54,8 +55,6 @@ LOAD_ENV = f'. {ENV_FILE} && exec /usr/bin/env -i -- "$@"'
 SHELL = "/bin/sh"
 #: Linux's most bytes of one ``NAME=value`` string an exec passes on (MAX_ARG_STRLEN).
 MAX_VARIABLE_BYTES = 128 * 1024 - 1
-#: A single quote inside a single-quoted shell word: end it, a quoted quote, reopen.
-QUOTE = "'\"'\"'"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 HOW_TO_FIX = (
@@ -180,8 +179,8 @@ class Sandbox:
     @staticmethod
     def env_file(env: Mapping[str, str]) -> bytes:
         """ENV_FILE's text: ``set -- 'NAME=value' ... "$@"``, each word of a
-        checked environment (``check_environment``) single-quoted whole."""
-        words = "".join(f" '{f'{k}={v}'.replace(chr(39), QUOTE)}'" for k, v in env.items())
+        checked environment (``check_environment``) quoted whole (``shlex``)."""
+        words = "".join(" " + shlex.quote(f"{k}={v}") for k, v in env.items())
         return as_stored(f'set --{words} "$@"\n')
 
     def prepare(self, workdir: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import resource
@@ -49,6 +50,7 @@ class Ready:
             _send(self.args_fd, args)
             os.close(self.args_fd)  # end-of-file: bwrap goes on, to the environment
             self.args_fd = -1
+            fit(self.env_fd, len(env))
             _send(self.env_fd, env)
         finally:
             self._close_all()
@@ -72,6 +74,16 @@ class Ready:
         if self.cgroup is not None:
             await asyncio.to_thread(self.cgroup.remove)
         await self.proc.wait()
+
+
+def fit(fd: int, size: int) -> None:
+    """Grow the pipe ``fd`` to hold ``size`` bytes, where Linux lets it. bwrap
+    reads the environment only once its namespaces and mounts are made (5-25
+    ms), and ``_send`` writes from the event loop: an environment past the
+    pipe's 64 KiB would hold every other job of the actor until then."""
+    with contextlib.suppress(OSError):
+        if size > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
 def _send(fd: int, data: bytes) -> None:
