@@ -6,21 +6,21 @@ from gateway.model.library import Claimed, Outcome
 from gateway.supervisor.in_hand import InHand
 
 
-def claimed(job_id: str, attempt: int, entry: str = "", run: str = "") -> Claimed:
-    return Claimed(job_id, "", "osis", 60, {}, "", "", attempt, 1, entry=entry, run=run)
+def claimed(job_id: str, attempt: int, run: str = "") -> Claimed:
+    return Claimed(job_id, "", "osis", 60, {}, "", "", attempt, 1, run=run)
 
 
 def test_a_report_of_an_earlier_attempt_leaves_the_later_one_in_hand() -> None:
     hand = InHand()
-    hand.take([claimed("x", 2, entry="2-0"), claimed("y", 1)])
+    hand.take([claimed("x", 2), claimed("y", 1)])
     stale = Outcome("x", "error", attempt=1)
     assert hand.holding([stale]) == 2
     hand.settle([stale])
-    assert (len(hand), hand.entries) == (2, {"x": "2-0"})
+    assert len(hand) == 2 and hand.has(claimed("x", 2))
     done = [Outcome("x", "finished", attempt=2), Outcome("y", "finished", attempt=1)]
     assert hand.holding(done) == 0
     hand.settle(done)
-    assert (len(hand), hand.entries) == (0, {})
+    assert len(hand) == 0
 
 
 def test_a_report_naming_no_attempt_settles_its_job() -> None:
@@ -54,15 +54,15 @@ def test_two_runs_of_one_id_are_in_hand_apart() -> None:
     """A job deleted while it runs and the job created again under its id, on
     one actor as the same attempt: each run's report settles its own run."""
     hand = InHand()
-    hand.take([claimed("x", 1, entry="1-0", run="r1"), claimed("x", 1, entry="2-0", run="r2")])
+    hand.take([claimed("x", 1, run="r1"), claimed("x", 1, run="r2")])
     assert len(hand) == 2 and hand.has(claimed("x", 1, run="r2"))
     first = Outcome("x", "stopped", attempt=1, run="r1", entry="1-0")
     assert hand.holding([first]) == 1
     hand.settle([first])
     assert hand.has(claimed("x", 1, run="r2")) and not hand.has(claimed("x", 1, run="r1"))
-    assert "x" in hand and hand.entries == {"x": "2-0"}
+    assert "x" in hand and len(hand) == 1
     hand.settle([Outcome("x", "finished", attempt=1, run="r2", entry="2-0")])
-    assert (len(hand), hand.entries) == (0, {})
+    assert len(hand) == 0
 
 
 def test_a_report_without_a_token_settles_no_run_with_one() -> None:

@@ -24,7 +24,6 @@ import os
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +274,7 @@ class Actor:
         finally:
             joblog.close()
         await ctx.live.close(tail=ctx.logs())  # whatever the job logged, however it ended
-        return Outcome(job.job_id, *end, attempt=job.attempt, run=job.run, entry=job.entry)
+        return job.ended(*end)
 
 
 def refused_again(delay: float, exc: Exception, actor: str) -> float:
@@ -360,13 +359,14 @@ class _InFlight:
         with a ``run``, only that run's (not a later run of the id). A run not
         started here yet (handed over, its message or claim reply still on its
         way) is remembered, and stopped as it is launched."""
-        found = False
-        for (running_id, running_run), task in list(self.running.items()):
-            if running_id == job_id and run in ("", running_run):
-                log.info("stopping job", extra={"job_id": job_id})
-                task.cancel()
-                found = True
-        if not found and run:
+        if run:
+            tasks = [t for t in (self.running.get((job_id, run)),) if t is not None]
+        else:  # a Hero message: any run of the id
+            tasks = [t for (running_id, _), t in self.running.items() if running_id == job_id]
+        for task in tasks:
+            log.info("stopping job", extra={"job_id": job_id})
+            task.cancel()
+        if not tasks and run:
             self._early[job_id, run] = True
             while len(self._early) > EARLY_STOPS:  # stops of runs that never come here
                 del self._early[next(iter(self._early))]
@@ -374,8 +374,7 @@ class _InFlight:
     def _finished(self, job: Claimed, task: asyncio.Task[Outcome]) -> None:
         self.running.pop((job.job_id, job.run), None)
         if task.cancelled():  # stopped before it even began
-            stopped = Outcome(job.job_id, "stopped", error="stopped", attempt=job.attempt)
-            self.done.append(replace(stopped, run=job.run, entry=job.entry))
+            self.done.append(job.ended("stopped", error="stopped"))
         else:
             self.done.append(task.result())
         self.ended.set()

@@ -187,8 +187,7 @@ def delete(job_id: str, caller_id: str | None = None) -> Call[bool]:
 
 
 def _of(job_id: str, caller_id: str | None) -> tuple[str, ...]:
-    """A job's arguments, and the caller it must belong to when one is named
-    (checked by the Function with its change; "" names none, as in ``callers``)."""
+    """A job's arguments, and the caller it must be of ("" or None: any; hero.lua ``callers``)."""
     return (job_id, caller_id) if caller_id else (job_id,)
 
 
@@ -257,6 +256,11 @@ class Claimed:
             run=run if isinstance(run, str) else "",
         )
 
+    def ended(self, status: str, output: str = "", error: str = "", log_path: str = "") -> Outcome:
+        """This run's end, named as Redis checks a report (attempt, run, stream entry)."""
+        return Outcome(self.job_id, status, output, error, log_path,
+                       self.attempt, self.run, self.entry)  # fmt: skip
+
 
 def _environment(text: str) -> dict[str, str]:
     """A job's env_vars: a JSON object of strings, else none at all."""
@@ -271,9 +275,8 @@ def _environment(text: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The end an actor reports for a job it ran. ``attempt``: the attempt it
-    ran (0: not known), so a report sent again after a lost reply ends no
-    later attempt of the job that this actor runs by then."""
+    """The end an actor reports for a run (``Claimed.ended``); ``attempt`` 0, ``run``
+    "": not known (a report sent again names its attempt: ``InHand.checked``)."""
 
     job_id: str
     status: str  # finished | error | timeout | stopped
@@ -325,12 +328,10 @@ def cycle(
     holding: int,
     outside_grace_ms: int,
 ) -> Call[CycleReply]:
-    """Report ``outcomes`` (each with the attempt Redis checks it against, 0:
-    none, in ``attempts``, then each one's run token) and claim up to
-    ``want`` jobs. ``offer``: the slots left free are offered for handoffs on
-    ``actor.handoff``. ``holding``: how many jobs the actor has in hand apart
-    from ``outcomes``, so jobs handed to it and not yet received count
-    against ``want``."""
+    """Report ``outcomes`` (each with the attempt Redis checks it against, 0: none,
+    in ``attempts``) and claim up to ``want`` jobs. ``offer``: the slots left free
+    are offered for handoffs on ``actor.handoff``. ``holding``: the jobs in hand
+    but ``outcomes``, so jobs handed over and not yet received count against ``want``."""
     args: list[Arg] = [actor.name, actor.ctl, actor.lease, want, actor.consumer, reclaim_idle_ms,
                        actor.handoff if offer else "", outside_grace_ms,
                        "off" if actor.sandbox_off else "", holding, len(outcomes)]  # fmt: skip

@@ -20,27 +20,23 @@ from gateway.model.library import Claimed, Outcome
 
 #: A run in hand: its job id and its token.
 Run = tuple[str, str]
-#: A report sent: its job id, run and the attempt it ran.
-Report = tuple[str, str, int]
-#: What tells a run apart: its job id, token, and attempt (for a run without one).
+#: What tells a run apart, a claimed one or a reported one: its job id, token,
+#: and attempt (for a run without a token).
 RunKey = tuple[str, str, int]
 
 
-def run_key(job: Claimed) -> RunKey:
-    return job.job_id, job.run, job.attempt
+def run_key(run: Claimed | Outcome) -> RunKey:
+    return run.job_id, run.run, run.attempt
 
 
 class InHand:
-    """Runs claimed, handed over or adopted, and their attempts; in stream
-    mode the work stream's entry of each job (for ``adopt``)."""
+    """Runs claimed, handed over or adopted, and their attempts."""
 
     def __init__(self) -> None:
         self._runs: dict[Run, int] = {}
-        #: Stream mode: the entry of each job this consumer runs.
-        self.entries: dict[str, str] = {}
         #: Reports sent in a cycle whose reply never came (lost, or the call
         #: refused as a whole): Redis may have recorded them already.
-        self._unsure: set[Report] = set()
+        self._unsure: set[RunKey] = set()
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -53,13 +49,11 @@ class InHand:
         not recorded yet), so adopting it would run it twice."""
         if job.run:
             return (job.job_id, job.run) in self._runs
-        return (job.job_id, "") in self._runs and self._runs[job.job_id, ""] == job.attempt
+        return self._runs.get((job.job_id, "")) == job.attempt
 
     def take(self, jobs: Iterable[Claimed]) -> None:
         for job in jobs:
             self._runs[job.job_id, job.run] = job.attempt
-            if job.entry:
-                self.entries[job.job_id] = job.entry
 
     def holding(self, outcomes: Iterable[Outcome]) -> int:
         """How many runs stay in hand once ``outcomes`` are reported."""
@@ -75,21 +69,19 @@ class InHand:
         holding a slot for ever."""
         if not self._unsure:  # the usual cycle
             return [0] * len(outcomes)
-        return [o.attempt if _report(o) in self._unsure else 0 for o in outcomes]
+        return [o.attempt if run_key(o) in self._unsure else 0 for o in outcomes]
 
     def unsure(self, outcomes: Iterable[Outcome]) -> None:
         """A cycle sending ``outcomes`` got no reply: they go again, as sent again."""
-        self._unsure.update(_report(o) for o in outcomes)
+        self._unsure.update(run_key(o) for o in outcomes)
 
     def settle(self, outcomes: Iterable[Outcome]) -> None:
         """Redis recorded ``outcomes``: their runs leave the hand (another run
         of the same job stays)."""
         for o in outcomes:
-            self._unsure.discard(_report(o))
+            self._unsure.discard(run_key(o))
             for run in self._reported(o):
                 del self._runs[run]
-            if o.job_id not in self:
-                self.entries.pop(o.job_id, None)
 
     def _reported(self, outcome: Outcome) -> list[Run]:
         """The run in hand ``outcome`` reports: the one it names; for a report
@@ -100,7 +92,3 @@ class InHand:
         if attempt is None or (not outcome.run and outcome.attempt not in (0, attempt)):
             return []
         return [named]
-
-
-def _report(outcome: Outcome) -> Report:
-    return outcome.job_id, outcome.run, outcome.attempt

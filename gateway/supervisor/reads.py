@@ -20,9 +20,18 @@ from gateway.supervisor.connection import Commands, wrong_type
 from gateway.supervisor.replies import pairs
 
 
-async def status(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, Any]:
+async def status_and_owner(wire: Commands, job_id: str) -> tuple[str, str]:
+    """The job's status and its caller_id ("" for none: an outside producer's
+    job, an admin's alone) in one read; ``JobNotFound`` when there is no job."""
     found, owner = await wire.execute_command("HMGET", keys.job(job_id), "status", "caller_id")
-    if found is None or not belongs(owner, caller_id):
+    if found is None:
+        raise JobNotFound(job_id)
+    return found, owner or ""
+
+
+async def status(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, Any]:
+    found, owner = await status_and_owner(wire, job_id)
+    if not belongs(owner, caller_id):
         raise JobNotFound(job_id)
     return {"job_id": job_id, "status": found}
 
@@ -42,11 +51,10 @@ async def logs(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, 
         [("MULTI",), ("HMGET", keys.job(job_id), "status", "caller_id"),
          ("GET", keys.logs(job_id)), ("EXEC",)]
     )  # fmt: skip
-    for reply in (read, text):
-        if isinstance(reply, Exception) and not wrong_type(reply):
-            raise reply
-    if wrong_type(read) or read[0] is None or not belongs(read[1], caller_id):
+    if isinstance(read, Exception):
+        raise JobNotFound(job_id) if wrong_type(read) else read
+    if read[0] is None or not belongs(read[1], caller_id):
         raise JobNotFound(job_id)
-    if isinstance(text, Exception):  # logs of another type: the job has none to show
+    if isinstance(text, Exception):
         raise text
     return {"job_id": job_id, "logs": text or ""}

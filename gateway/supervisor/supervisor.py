@@ -245,12 +245,7 @@ class Supervisor:
         """The job's caller_id ("" when none: an outside producer's job, an
         admin's alone); JobNotFound when there is no such job. One round trip
         either way, so a missing job and another caller's take the same time."""
-        status, caller = await self.wire.execute_command(
-            "HMGET", keys.job(job_id), "status", "caller_id"
-        )
-        if status is None:
-            raise JobNotFound(job_id)
-        return caller or ""
+        return (await reads.status_and_owner(self.wire, job_id))[1]
 
     @guarded
     async def list_jobs(

@@ -238,9 +238,9 @@ class ActorLink:
         are passed over by run (attempt, without one): a later one held is adopted."""
         self.adopt_due = False
         self._adopted = set()  # a late handoff message follows its adopt at once, if at all
+        delivered: dict[str, str] = {}  # stream mode: job id -> its entry
         if self.stream:
             delivered = await deliveries.held(self._wire, self._queues[0], self.consumer)
-            self._in_hand.entries.update(delivered)
             held = list(delivered)
         else:
             held = await self._wire.execute_command("LRANGE", self._held, 0, -1)
@@ -252,14 +252,13 @@ class ActorLink:
         for job_id, row in zip(held, rows, strict=True):
             if row is not None and row[0] == "started" and row[1] == self.name:
                 *claim, run = row[2:]  # the entry of a stream job (or "") before its run
-                entry = self._in_hand.entries.get(job_id, "")
-                job = Claimed.from_row([job_id, *claim, entry, run])
+                job = Claimed.from_row([job_id, *claim, delivered.get(job_id, ""), run])
                 if not self._in_hand.has(job) and run_key(job) not in self._adopted:
                     adopted.append(job)  # once, though the id be held twice
                     self._adopted.add(run_key(job))  # its handoff message may still come
             elif job_id not in self._in_hand:  # ended meanwhile (stopped, reaped, deleted),
                 # or its key is no hash now (one in hand is its runner's to report)
-                stale.append(self._in_hand.entries.pop(job_id) if self.stream else job_id)
+                stale.append(delivered[job_id] if self.stream else job_id)
         if stale and self.stream:
             await deliveries.drop(self._wire, self._queues[0], stale)
         elif stale:

@@ -138,9 +138,7 @@ local function context(args)
   }
   -- as text once: each number given to redis.call is formatted anew
   ctx.ts = string.format('%d', ctx.ms)
-  -- the run a `take` in this call starts (see `take`): the call's time in µs,
-  -- so two runs of one job id (deleted and created again) never share it
-  ctx.run = t[1] .. string.format('%06d', usec)
+  ctx.time = t  -- (for `run_token`)
   if ctx.ttl > 0 then
     ctx.ttl_s = string.format('%d', ctx.ttl)
     ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
@@ -471,6 +469,12 @@ local function claim_record(ctx, id)
   return rec
 end
 
+-- The token of the runs a call's `take`s start: the call's time in µs, so two
+-- runs of one job id (deleted and created again) never share it.
+local function run_token(ctx)
+  return ctx.time[1] .. string.format('%06d', tonumber(ctx.time[2]))
+end
+
 -- Mark a claimed job started by this actor; the row the actor runs it from.
 -- Its copies in legacy queues go: an outside actor must not pop it after this.
 -- `rec`: its CLAIM_FIELDS when the caller has read them (claim_one).
@@ -487,6 +491,7 @@ local function take(ctx, id, old, who, event, entry, rec)
   -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
   local off = who.sandbox == 'off' and {'sandbox', 'off'} or NONE
   ctx.tag = off
+  ctx.run = ctx.run or run_token(ctx)
   set_status(ctx, id, old, 'started',
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
      'finished_at', '', 'attempt', rec[7], 'run', ctx.run, unpack(off)}, nil, event)
@@ -975,7 +980,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   local existing = redis.pcall('HMGET', jk, 'status', 'queue', 'caller_id')
   if existing.err then return {'taken'} end
   if existing[1] then
-    if owner ~= '' and existing[3] ~= owner then return {'taken'} end
+    if not callers(existing[3], owner) then return {'taken'} end
     if start_now and existing[1] == 'created' then return start(ctx, id) end
     return {'exists', existing[1], existing[2] or ''}
   end
@@ -986,7 +991,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   local linked = {}
   for i, p in ipairs(prereqs) do
     if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash'
-        or (owner ~= '' and redis.call('HGET', JOB .. p, 'caller_id') ~= owner) then
+        or not callers(redis.call('HGET', JOB .. p, 'caller_id'), owner) then
       return {'bad_prerequisite', p}
     end
     local ok, deps = pcall(decode_list, redis.call('HGET', JOB .. p, 'dependents'))
@@ -1555,12 +1560,11 @@ local function hero_log(_, args)
   local message, cap, tail, attempt = args[H + 5], tonumber(args[H + 6]), args[H + 7], args[H + 8]
   local run = args[H + 9]
   -- one read: the status, the run, and the fields `emit` would read (EVENT_FIELDS)
-  local row = redis.call('HMGET', JOB .. id, 'status', 'run', unpack(EVENT_FIELDS))
-  local status, f = row[1], {unpack(row, 3, #EVENT_FIELDS + 2)}
-  ctx.seen[id] = f
+  local f = redis.call('HMGET', JOB .. id, 'status', 'run', unpack(EVENT_FIELDS))
+  local status, held = table.remove(f, 1), table.remove(f, 1)
   if not status or f[EVENT_INDEX.actor] ~= actor then return 0 end
   if attempt and attempt ~= '0' and f[EVENT_INDEX.attempt] ~= attempt then return 0 end
-  if run and run ~= '' and row[2] ~= run then return 0 end  -- another job's run (see `take`)
+  if run and run ~= '' and held ~= run then return 0 end  -- another job's run (see `take`)
   local lk = LOGS .. id
   if tail ~= '' then
     redis.call('SET', lk, tail)
