@@ -1,9 +1,10 @@
-"""A frame's requests reach jsonrpcserver's per-request step; what that must not change.
+"""A frame's requests reach jsonrpcserver's per-request steps; what that must not change.
 
-The cheaper path (``jsonrpc.route_many``, ``jsonrpc.bind_any``, the parser's
-depth-only walk for plain ASCII frames) answers exactly what the element by
-element path answered: the same binding, every element on its own, the
-Unicode and depth rules inside long batches too.
+The cheaper path (``jsonrpc.route_many``, ``jsonrpc.route`` without
+jsonrpcserver's params bind, the parser's depth-only walk for plain ASCII
+frames) answers exactly what the element by element path answered: the same
+binding, every element on its own, the Unicode and depth rules inside long
+batches too.
 """
 
 from __future__ import annotations
@@ -31,47 +32,50 @@ DISPATCHER = Dispatcher({"job.get": job_get})
 
 
 @pytest.mark.parametrize(
-    ("args", "kwargs"),
-    [((CTX,), {}), ((CTX, 1, 2), {}), ((CTX,), {"a": 1}), ((CTX,), {"ctx": 5}), ((), {})],
+    "params", [[], [1, 2], {"a": 1}, {"ctx": 5}, {"job_id": "a", "extra": [1]}]
 )
-def test_bind_any_binds_like_the_signature_it_replaces(
-    args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    async def method(ctx: Any, /, *args: Any, **kwargs: Any) -> Any:
-        return None
+async def test_leaving_out_the_params_bind_answers_as_jsonrpcserver_did(params: Any) -> None:
+    """``route`` skips jsonrpcserver's params bind; for every registered method
+    that bind passes whatever the params, so its own ``dispatch_request``
+    gives the same result ``route`` gives."""
+    from jsonrpcserver import async_dispatcher
+    from jsonrpcserver.dispatcher import to_response
+    from jsonrpcserver.request import Request as TheirRequest
 
-    reference = inspect.signature(method)
-    fast = inspect.signature(jsonrpc.bind_any(method))
-    try:
-        expected = reference.bind(*args, **kwargs).arguments
-    except TypeError:
-        with pytest.raises(TypeError):
-            fast.bind(*args, **kwargs)
-        return
-    assert fast.bind(*args, **kwargs).arguments == expected
+    arguments = (CTX, *params) if isinstance(params, list) else (CTX,)
+    named = params if isinstance(params, dict) else {}
+    for registered in DISPATCHER.registered.values():
+        inspect.signature(registered).bind(*arguments, **named)  # what the bind would do
+    for name in [*DISPATCHER.registered, "job.teleport"]:
+        theirs = TheirRequest(name, params, 1)
+        _, expected = await async_dispatcher.dispatch_request(DISPATCHER.registered, CTX, theirs)
+        ours = await jsonrpc.route(Request(name, params, 1), DISPATCHER.registered, CTX)
+        assert ours == jsonrpc._ours(Request(name, params, 1), to_response(theirs, expected))
 
 
-def test_bind_any_refuses_another_signature() -> None:
+def test_a_method_that_does_not_take_any_params_is_refused() -> None:
+    """Only a method any params bind to may skip jsonrpcserver's bind."""
+
     async def method(ctx: Any, job_id: str) -> Any:
         return None
 
     with pytest.raises(TypeError):
-        jsonrpc.bind_any(method)
+        jsonrpc.accepts_any(method)
 
 
 async def test_a_frame_is_answered_in_order_each_request_routed_by_jsonrpcserver(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jsonrpcserver import async_dispatcher
+    from jsonrpcserver import dispatcher
 
     routed: list[str] = []
-    real = async_dispatcher.dispatch_request
+    real = dispatcher.get_method
 
-    async def spy(methods: Any, context: Any, request: Any) -> Any:
-        routed.append(request.method)
-        return await real(methods, context, request)
+    def spy(methods: Any, name: str) -> Any:
+        routed.append(name)
+        return real(methods, name)
 
-    monkeypatch.setattr(jsonrpc, "dispatch_request", spy)
+    monkeypatch.setattr(dispatcher, "get_method", spy)
     bad = Failure(7, codes.INVALID_REQUEST, codes.INVALID_REQUEST_MESSAGE)
     elements: list[Request | Failure | None] = [
         Request("job.get", {"job_id": "a"}, 1),
@@ -92,14 +96,14 @@ async def test_jsonrpcserver_failing_itself_costs_only_that_request(
 ) -> None:
     from jsonrpcserver import async_dispatcher
 
-    real = async_dispatcher.dispatch_request
+    real = async_dispatcher.call
 
-    async def broken(methods: Any, context: Any, request: Any) -> Any:
+    async def broken(request: Any, context: Any, method: Any) -> Any:
         if request.params.get("job_id") == "b":
             raise RuntimeError("inside jsonrpcserver")
-        return await real(methods, context, request)
+        return await real(request, context, method)
 
-    monkeypatch.setattr(jsonrpc, "dispatch_request", broken)
+    monkeypatch.setattr(async_dispatcher, "call", broken)
     requests = [
         Request("job.get", {"job_id": "a"}, 1),
         Request("job.get", {"job_id": "b"}, 2),

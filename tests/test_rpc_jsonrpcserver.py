@@ -28,8 +28,7 @@ SECRET = "s3cr3t-/srv/hero/internal.py"
 CTX = CallContext(ANONYMOUS)
 
 # After gateway.rpc.jsonrpc, which filters jsonrpcserver's import-time warning.
-from jsonrpcserver import Success, async_dispatch, async_dispatcher, method  # noqa: E402
-from jsonrpcserver.dispatcher import get_method  # noqa: E402
+from jsonrpcserver import Success, async_dispatch, dispatcher, method  # noqa: E402
 from jsonrpcserver.methods import global_methods  # noqa: E402
 
 
@@ -55,12 +54,13 @@ async def test_the_dispatcher_routes_through_jsonrpcserver(
     """Every call is looked up by jsonrpcserver's router, in the table the
     Dispatcher registered with it (a spy around its real lookup)."""
     looked_up: list[tuple[object, str]] = []
+    real = dispatcher.get_method
 
     def spy(methods: Any, name: str) -> Any:
         looked_up.append((methods, name))
-        return get_method(methods, name)
+        return real(methods, name)
 
-    monkeypatch.setattr(async_dispatcher, "get_method", spy)
+    monkeypatch.setattr(dispatcher, "get_method", spy)
     answer = await DISPATCHER.dispatch(Request("job.get", {"job_id": "a"}, 1), CTX)
     assert answer is not None and not isinstance(answer, Failure)
     missing = await DISPATCHER.dispatch(Request("job.teleport", {}, 2), CTX)

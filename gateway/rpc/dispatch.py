@@ -104,12 +104,9 @@ class Dispatcher:
         handler (-32004/-32005 come before -32602); its outcome as a result.
 
         It never raises (a raise would reach jsonrpcserver, which puts
-        ``str(exc)`` in the response), and the context is positional-only so a
-        param may be called ``ctx`` too: any params bind, so jsonrpcserver's
-        own params check (a signature bind) always passes and the contract's
-        is the one that answers. The signature is computed once and kept on
-        the function (``jsonrpc.bind_any``): jsonrpcserver asks for it on
-        every call. The method's scope and params check are looked up here,
+        ``str(exc)`` in the response), and any params bind to it
+        (``jsonrpc.accepts_any``): the contract's params check is the one that
+        answers. The method's scope and params check are looked up here,
         once, not per call."""
         scope = self._scopes[name]
         params_check = self._params[name].check
@@ -141,7 +138,7 @@ class Dispatcher:
                 observe(name, time.perf_counter() - started, code)
             return result
 
-        return jsonrpc.bind_any(method)
+        return jsonrpc.accepts_any(method)
 
     def _check_result(self, method: str, result: Any) -> None:
         validator = self._results.get(method)
