@@ -101,6 +101,23 @@ def test_synth_names_jobs_when_they_reach_before_1970(tmp_path: Path) -> None:
     refused(done, "--jobs 100000000000000 at --rate 1.0", "lower --jobs")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--rate", "1e-320"),  # jobs / rate is infinite
+        ("--rate", "1e-300", "--start", "2026-01-01T00:00:00Z"),  # arrivals past any date
+        ("--service-mean", "1e300", "--start", "2026-01-01T00:00:00Z"),  # ends past any date
+    ],
+    ids=" ".join,
+)
+def test_synth_refuses_a_run_that_would_end_past_any_date(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    done = hero(tmp_path, "pipeline", "synth", "--out", str(tmp_path / "ev"), "--jobs", "3", *argv)
+    refused(done, "raise --rate")
+    assert not list((tmp_path / "ev").glob("**/*.parquet"))
+
+
 # -- what Redis answers: refused (and what to change) or unreachable, one line -----------
 
 

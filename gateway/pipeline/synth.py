@@ -206,12 +206,27 @@ class _TypeQueue:
         self.free.append(actor)
 
 
+#: The last millisecond an event's time may name: the end of the year 9999,
+#: the last a timestamp of the archive (or a ``datetime``) holds. A stream id
+#: holds more, but an id past it is no time anyone reads.
+LAST_MS = 253_402_300_799_999
+
+
+class OutOfTime(ValueError):
+    """The simulated events would run past ``LAST_MS`` (a tiny rate, a huge
+    service time): the spec cannot be written as events."""
+
+
 def simulate(spec: SynthSpec) -> tuple[list[SimEvent], SynthTotals]:
-    """Every script type's queue, merged into one stream in simulated order."""
+    """Every script type's queue, merged into one stream in simulated order;
+    OutOfTime when the run would end after ``LAST_MS``."""
     totals = SynthTotals()
     events: list[SimEvent] = []
     for i in range(len(spec.script_types)):
         events.extend(simulate_type(spec, i, totals))
+    end = max((e[0] for e in events), default=0.0)
+    if not spec.start_ms + end * 1000 <= LAST_MS:  # (not <=: an infinite end too)
+        raise OutOfTime("the simulated events would run past the year 9999")
     events.sort(key=lambda e: (round(e[0] * 1000), e[1], e[2]))
     totals.events = len(events)
     return events, totals

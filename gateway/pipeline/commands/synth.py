@@ -30,13 +30,13 @@ def _settings(args: argparse.Namespace) -> config.Config:
 def _spec(cfg: config.Config) -> synth.SynthSpec:
     """The simulation the settings ask for; a usage error if they do not make one."""
     now = int(time.time() * 1000)
-    span_ms = round(cfg.synth_jobs / cfg.synth_rate * 1000)
+    span_ms = cfg.synth_jobs / cfg.synth_rate * 1000  # infinite for a rate of 1e-320
     if not cfg.synth_start and span_ms > now:  # the default start is jobs/rate before now
         raise InvalidParams(
             f"--jobs {cfg.synth_jobs} at --rate {cfg.synth_rate} per second would start "
             "before 1970: lower --jobs, raise --rate or give --start"
         )
-    start = parse_time(cfg.synth_start, now) if cfg.synth_start else now - span_ms
+    start = parse_time(cfg.synth_start, now) if cfg.synth_start else now - round(span_ms)
     try:
         return synth.SynthSpec(
             jobs=cfg.synth_jobs,
@@ -68,7 +68,10 @@ def _synth(cfg: config.Config) -> int:
     if client is None:
         output_dir(target)
     with err.status("simulating the queue", spinner="dots"):
-        events, totals = synth.simulate(spec)
+        try:
+            events, totals = synth.simulate(spec)
+        except synth.OutOfTime as exc:
+            raise InvalidParams(f"{exc}: raise --rate or lower --jobs or --service-mean") from None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("XADD" if client else "writing Parquet", total=len(events))
