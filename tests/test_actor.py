@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,7 +56,8 @@ async def test_stdout_and_stderr_go_to_the_log_in_the_actor_log_dir(
     logs = (await sup.logs("logged"))["logs"]
     assert "to out" in logs and "to err" in logs
     log_path = Path((await sup.get("logged"))["log_path"])
-    assert log_path.parent == Path(config.log_dir or "") and log_path.name == "logged.log"
+    assert log_path.parent == Path(config.log_dir or "")
+    assert re.fullmatch(r"logged~[0-9]+\.log", log_path.name)  # this run's (logfiles)
     assert "to err" in log_path.read_text()
 
 
@@ -174,22 +177,24 @@ async def test_a_job_log_file_is_made_by_the_first_write(
         return "done"
 
     log_dir = Path(config.log_dir or "")
-    (log_dir / "blocked.log").mkdir(parents=True)  # a folder where the file would go
     actors(actor)
+    actors()  # a python actor too, on the same folder
     quiet = await sup.run(job("quiet", script_type="osis", job_id="quiet"), wait=10)
     assert (quiet["status"], quiet["output"]) == ("finished", "done")
-    assert (await sup.get("quiet"))["log_path"] == str(log_dir / "quiet.log")
-    assert not (log_dir / "quiet.log").exists()
+    quiet_log = Path((await sup.get("quiet"))["log_path"])
+    assert quiet_log.parent == log_dir and quiet_log.name.startswith("quiet~")
+    assert not quiet_log.exists()
     assert (await sup.logs("quiet"))["logs"] == ""
     await sup.run(job("log", script_type="osis", job_id="loud"), wait=10)
-    assert (log_dir / "loud.log").read_text() == "a line\n"
-    assert (await sup.get("loud"))["log_path"] == str(log_dir / "loud.log")
+    loud_log = Path((await sup.get("loud"))["log_path"])
+    assert loud_log.parent == log_dir and loud_log.read_text() == "a line\n"
     assert (await sup.logs("loud"))["logs"] == "a line\n"
+    shutil.rmtree(log_dir)
+    log_dir.write_text("")  # a file where the folder was: no log can be opened in it
     unwritable = ("error", "the actor cannot write the job's log")
     blocked = await sup.run(job("log", script_type="osis", job_id="blocked"), wait=10)
     assert (blocked["status"], blocked["error"]) == unwritable
-    actors()  # the python executor opens the log before the job starts: no 30 s sleep
-    (log_dir / "blocked-py.log").mkdir()
+    # the python executor opens the log before the job starts: no 30 s sleep
     unrun = await sup.run(job("import time\ntime.sleep(30)\n", job_id="blocked-py"), wait=10)
     assert (unrun["status"], unrun["error"]) == unwritable
 

@@ -97,10 +97,11 @@ async def test_a_stopped_jobs_log_is_kept(rpc: Rpc, actors: Any, config: Config)
     actors()
     script = "import time\nprint('before stop', end='')\ntime.sleep(30)"
     await start(rpc, job(script, job_id="halt"))
-    on_disk = Path(config.log_dir or "") / "halt.log"
+    log_dir = Path(config.log_dir or "")
 
     async def printed() -> bool:
-        return on_disk.exists() and on_disk.read_text() == "before stop"
+        on_disk = list(log_dir.glob("halt~*.log"))  # the run's (logfiles)
+        return len(on_disk) == 1 and on_disk[0].read_text() == "before stop"
 
     await eventually(printed)
     assert await logs(rpc, "halt") == ""  # an unfinished line is not sent live

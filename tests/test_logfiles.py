@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,12 +23,15 @@ from tests.helpers import eventually
 DAY = 86400
 
 
-def written(job_id: str) -> str:
-    return "id-" + job_id.encode("utf-8", "surrogateescape").hex() + ".log"
+RUN = "1764041234123456"  # a run's token: the µs of the call that took it
 
 
-def hashed(job_id: str) -> str:
-    return "id-sha256-" + hashlib.sha256(job_id.encode()).hexdigest() + ".log"
+def written(job_id: str, end: str = ".log") -> str:
+    return "id-" + job_id.encode("utf-8", "surrogateescape").hex() + end
+
+
+def hashed(job_id: str, end: str = ".log") -> str:
+    return "id-sha256-" + hashlib.sha256(job_id.encode()).hexdigest() + end
 
 
 @pytest.mark.parametrize(
@@ -42,18 +46,49 @@ def hashed(job_id: str) -> str:
         ("bad\udcff", "id-626164ff.log"),  # the byte Redis held
         ("id-42", written("id-42")),  # never another id's written name
         ("", "id-.log"),
-        ("x" * 120 + "/", hashed("x" * 120 + "/")),  # 121 bytes: too long to write out
-        ("é" * 60, written("é" * 60)),  # 120 bytes: the longest written out
+        ("x" * 110 + "/", hashed("x" * 110 + "/")),  # 111 bytes: too long to write out
+        ("é" * 55, written("é" * 55)),  # 110 bytes: the longest written out
+        ("x" * 128, "x" * 128 + ".log"),  # the longest identifier
     ],
 )
 def test_file_name_and_back(job_id: str, name: str) -> None:
+    """One name per run (its token before ``.log``), one per id without a token."""
+    named_id = None if name.startswith("id-sha256-") else job_id
     assert logfiles.file_name(job_id) == name
-    assert len(name.encode()) <= 255
-    assert logfiles.job_of(name) == (True, None if name.startswith("id-sha256-") else job_id)
+    assert logfiles.job_of(name) == (True, named_id)
+    per_run = name.removesuffix(".log") + f"~{RUN}.log"
+    assert logfiles.file_name(job_id, RUN) == per_run
+    assert len(per_run.encode()) <= 255
+    assert logfiles.job_of(per_run) == (True, named_id)
+
+
+@pytest.mark.parametrize("run", ["../x", "12a", "1" * 21, "-1", " 1", "١٢"])
+def test_a_run_that_is_no_token_names_no_file(run: str) -> None:
+    """An adopted run's token is read from the job hash, anyone's to write."""
+    assert logfiles.file_name("job-1", run) == "job-1.log"
+
+
+def test_a_name_written_before_names_had_runs_is_still_swept() -> None:
+    """Ids of 111 to 120 bytes were written out in hex then: still their files."""
+    job_id = "é" * 60
+    assert logfiles.job_of(written(job_id)) == (True, job_id)
+    assert logfiles.job_of(written("job-1")) == (False, "job-1")  # never written out
 
 
 @pytest.mark.parametrize(
-    "name", ["notes.txt", ".hidden.log", "id-zz.log", "id-6162 .log", "id-6A.log", "x.log.gz"]
+    "name",
+    [
+        "notes.txt",
+        ".hidden.log",
+        "id-zz.log",
+        "id-6162 .log",
+        "id-6A.log",
+        "x.log.gz",
+        "x~.log",
+        "x~1a.log",
+        "~1.log",
+        "x~1~2.log",
+    ],
 )
 def test_names_no_job_has(name: str) -> None:
     assert logfiles.job_of(name)[0] is False
@@ -77,7 +112,8 @@ async def test_an_outside_id_cannot_write_outside_the_log_folder(
     log_dir = Path(config.log_dir or "")
     assert not (tmp_path / "escaped.log").exists()
     log_path = Path(await rds.hget(f"hero:job:{job_id}", "log_path") or "")
-    assert log_path == log_dir / written(job_id)
+    run = await rds.hget(f"hero:job:{job_id}", "run") or ""
+    assert log_path == log_dir / written(job_id, f"~{run}.log")
     assert log_path.read_text() == "pwned\n"
 
 
@@ -103,6 +139,8 @@ async def test_sweep_removes_only_expired_jobs_files(
         "expired.log": 2 * DAY,  # its job is gone: removed
         "running.log": 2 * DAY,  # its job is still in Redis: kept
         "fresh.log": 60,  # written within the TTL: kept
+        f"expired~{RUN}.log": 2 * DAY,  # a run's: its job is gone, removed
+        f"running~{RUN}.log": 2 * DAY,  # a run's: its job is still in Redis, kept
         written("a/b"): 2 * DAY,  # its job is gone: removed
         written("c/d"): 2 * DAY,  # its job is still in Redis: kept
         hashed("x" * 200): 2 * DAY,  # no id to ask about, old: removed
@@ -118,9 +156,10 @@ async def test_sweep_removes_only_expired_jobs_files(
     await rds.hset("hero:job:running", "status", "started")
     await rds.lpush("hero:job:c/d", "a key of another type still counts")
     assert await sweep(redis_url, folder, 0) == 0  # a TTL of 0 keeps all
-    assert await sweep(redis_url, folder, DAY) == 3
+    assert await sweep(redis_url, folder, DAY) == 4
     left = sorted(p.name for p in folder.iterdir())
-    kept = ["running.log", "fresh.log", written("c/d"), "notes.txt", "dir.log", "link.log"]
+    kept = ["running.log", f"running~{RUN}.log", "fresh.log", written("c/d")]
+    kept += ["notes.txt", "dir.log", "link.log"]
     assert left == sorted([*kept, logfiles.MARKER])
     assert await sweep(redis_url, tmp_path / "missing", DAY) == 0
 
@@ -178,4 +217,6 @@ async def test_an_actor_sweeps_its_folder_when_it_starts(
 
     await eventually(swept, within=10)
     assert (folder / "alive.log").exists() and (folder / logfiles.MARKER).exists()
-    assert (folder / "new.log").read_text() == "kept\n"
+    log_path = Path((await sup.get("new"))["log_path"])
+    assert log_path.parent == folder and re.fullmatch(r"new~[0-9]+\.log", log_path.name)
+    assert log_path.read_text() == "kept\n"

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from gateway.actor import python_actor
 from gateway.actor.runtime import _InFlight
 from gateway.config import Config
 from gateway.model import Claimed, Outcome
@@ -262,3 +265,22 @@ async def test_an_adopt_runs_a_run_held_twice_under_its_id_once(
         ]
     finally:
         await again.close()
+
+
+async def test_a_deleted_jobs_log_on_the_actors_disk_is_not_the_next_owners_log(
+    server: Server, keyring: dict[str, str], actors: Any, config: Config
+) -> None:
+    """bob's job ran and filled its log up to the actor's limit; he deletes it,
+    and alice runs a job of hers under its id on the same actor. Her log is
+    her run's alone: bob's bytes once counted against her limit, so all her
+    ``job.logs`` said was that her log was cut, and his lines sat in her file."""
+    actors(python_actor(replace(config, job_max_log=2000)))
+    async with as_(server, keyring["bob"]) as bob, as_(server, keyring["alice"]) as alice:
+        await bob.call("job.run", {"job": job("print('BOB' * 1000)", job_id=JOB_ID), "wait": 30})
+        assert (await logs_of(bob)).endswith("[log cut at 2000 bytes]\n")
+        assert (await bob.call("job.delete", {"job_id": JOB_ID})) == {"deleted": True}
+        mine = await alice.call("job.run", {"job": job("print('mine')", job_id=JOB_ID), "wait": 30})
+        assert mine["status"] == "finished"
+        assert await logs_of(alice) == "mine\n"
+        log_path = Path((await alice.call("job.get", {"job_id": JOB_ID}))["log_path"])
+        assert log_path.read_text() == "mine\n"  # this run's file, of this run alone

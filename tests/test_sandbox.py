@@ -429,7 +429,7 @@ async def test_the_log_file_is_capped(sup: Supervisor, actors: Any, config: Conf
     script = "import sys\nfor _ in range(1000):\n    print('x' * 1000, file=sys.stderr)\n"
     result = await sup.run(job(script, job_id="chatty"), wait=60)
     assert result["status"] == "finished"
-    text = Path(config.log_dir or "", "chatty.log").read_text()
+    text = Path((await sup.get("chatty"))["log_path"]).read_text()
     assert text.endswith("\n[log cut at 100000 bytes]\n")
     assert len(text) < 100_100
     assert (await sup.logs("chatty"))["logs"].endswith("[log cut at 100000 bytes]\n")

@@ -1,4 +1,4 @@
-"""A job's log: one file on disk, capped, with its tail kept in memory.
+"""A run's log: one file on disk (``logfiles`` names it), capped, its tail kept in memory.
 
 Everything a job logs goes through ``JobLog.write``: the python executor's
 stdout and stderr pumps and ``JobContext.log``. The file stops growing at
@@ -8,7 +8,7 @@ and the actor never reads the file back: ``text()`` is the tail it kept.
 The file is opened (created) by the first write, not for every job: most
 in-process handlers log nothing, and creating a file was most of their
 actor's CPU per job. Every reader takes an absent file for an empty one
-(``LiveLog`` reads its size as 0; the job's tail is this attempt's writes,
+(``LiveLog`` reads its size as 0; the job's tail is this execution's writes,
 none). The python executor opens the log before its job starts (``open``),
 so a script job whose log cannot be written never runs, as before.
 """
@@ -38,7 +38,7 @@ class JobLog:
 
     def open(self) -> None:
         """Open (create) the file now if no write did yet; its bytes from an
-        earlier attempt count against ``limit`` too."""
+        earlier execution of the run (adopted again) count against ``limit`` too."""
         if self._file is not None:
             return
         if self._closed:  # as a write to a closed file did: no file made after the job
@@ -69,7 +69,7 @@ class JobLog:
         del self._tail[: -self.tail_size]
 
     def text(self) -> str:
-        """The last ``tail`` bytes written by this attempt."""
+        """The last ``tail`` bytes written by this execution."""
         return self._tail.decode("utf-8", "replace") if self._tail else ""
 
     def close(self) -> None:

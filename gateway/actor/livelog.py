@@ -48,16 +48,19 @@ MESSAGE_MAX = 500
 
 
 def _size(path: str) -> int:
-    """The file's size; an absent file (a job that logged nothing yet) is empty."""
+    """The file's size; an absent file (a job that logged nothing yet) is empty,
+    and so is one that cannot be looked at (its folder gone): the open that
+    follows says why, as the job's error, without the actor's paths."""
     try:
         return os.stat(path).st_size
-    except FileNotFoundError:
+    except OSError:
         return 0
 
 
 class LiveLog:
-    """Follows one job's log file from where this attempt began (earlier
-    attempts of the job wrote what is before) and reports to the supervisor."""
+    """Follows one run's log file from where this execution began (the run
+    run before, adopted after its report was lost, wrote what is before) and
+    reports to the supervisor."""
 
     def __init__(
         self,
@@ -69,7 +72,7 @@ class LiveLog:
         job_max: int = JOB_MAX,
     ) -> None:
         self._path = joblog.path
-        joblog.on_open = self._wake  # before the first bytes land: where this attempt begins
+        joblog.on_open = self._wake  # before the first bytes land: where this execution begins
         self._report = report
         self._interval = interval
         self._batch_max = batch_max
@@ -98,7 +101,7 @@ class LiveLog:
 
     def _wake(self) -> None:
         """The job's first write (before it lands) or progress: note the file's
-        size, where this attempt's lines begin, and look at the next tick."""
+        size, where this execution's lines begin, and look at the next tick."""
         if self._woken or self._closed:
             return
         self._woken = True

@@ -1,14 +1,22 @@
 """Where a job's log file lives in the actor's log folder, and when it goes.
 
-**Names.** A job's log is ``<log folder>/<job id>.log``. Job ids come from
-clients and from producers we did not write: an outside LPUSH is adopted
-whatever its id (hero.lua ``adopt``), so an id like ``../../x`` would have the
-actor write its job's output outside its folder. An id that is not an
-identifier (``IDENT_PATTERN``: letters, digits, ``_ . -``, not starting with
-a dot, no ``/``), or that starts with ``id-``, is written out instead:
-``id-<hex of the id's bytes>.log``, or ``id-sha256-<its SHA-256>.log`` when
-that would pass the file system's 255-byte limit. Either way one file per
-job, the same for every attempt, and the job hash's ``log_path`` names it.
+**Names.** A run's log is ``<log folder>/<job id>~<run>.log``, ``run`` being
+the run's token (hero.lua ``take``): one file per run, which the job hash's
+``log_path`` names. Not one per job id: an id is taken again once its job is
+deleted or expired (by anyone, ids are the callers'), and the file of the
+earlier job, still on the disk until the sweep, became the later job's log:
+its lines in the next owner's ``job.logs`` and its bytes counted against the
+next run's limit. A run without a token (one taken before runs had them, or
+a token that is not digits: an adopted run's is read from the job hash,
+anyone's to write) logs to ``<job id>.log``.
+
+Job ids come from clients and from producers we did not write: an outside
+LPUSH is adopted whatever its id (hero.lua ``adopt``), so an id like
+``../../x`` would have the actor write its job's output outside its folder.
+An id that is not an identifier (``IDENT_PATTERN``: letters, digits,
+``_ . -``, not starting with a dot, no ``/``), or that starts with ``id-``, is
+written out instead: ``id-<hex of the id's bytes>``, or ``id-sha256-<its
+SHA-256>`` when that would pass the file system's 255-byte limit.
 
 **Retention.** An ended job's hash, reply and Redis log live ``HERO_JOB_TTL``
 seconds (hero.lua ``retain``); its file goes too. At start and every
@@ -55,27 +63,43 @@ _IDENT = re.compile(IDENT_PATTERN)
 _ENCODED = "id-"  # + hex of the id's bytes
 _HASHED = "id-sha256-"  # + SHA-256 of the id's bytes, for a long id
 _SHA256 = re.compile("[0-9a-f]{64}")
-#: Bytes of an id written out in hex: "id-" + 240 + ".log" stays under 255.
-_HEX_MAX = 120
+_RUN = re.compile("[0-9]{1,20}")  # a run's token: the µs of the call that took it
+_MARK = "~"  # between the id's part of a name and the run's (in neither of them)
+#: Bytes of an id written out in hex: "id-" + 220 + "~" + 20 + ".log" stays under 255.
+_HEX_MAX = 110
+#: Longest id a hex name held before names had runs (120 bytes): still swept.
+_HEX_MAX_READ = 120
 
 log = logging.getLogger("gateway.actor.logfiles")
 
 
-def file_name(job_id: str) -> str:
-    """The log file's name for ``job_id``: safe in any folder, one per job."""
-    if _IDENT.fullmatch(job_id) and not job_id.startswith(_ENCODED):
-        return job_id + ".log"
+def file_name(job_id: str, run: str = "") -> str:
+    """The log file's name for the run ``run`` of ``job_id``: safe in any
+    folder, one per run (per job id for a run without a token)."""
+    end = _MARK + run + ".log" if _RUN.fullmatch(run) else ".log"
+    if _plain(job_id):
+        return job_id + end
     if len(as_stored(job_id)) <= _HEX_MAX:
-        return _ENCODED + as_hex(job_id) + ".log"
-    return _HASHED + hashlib.sha256(as_stored(job_id)).hexdigest() + ".log"
+        return _ENCODED + as_hex(job_id) + end
+    return _HASHED + hashlib.sha256(as_stored(job_id)).hexdigest() + end
+
+
+def _plain(job_id: str) -> bool:
+    """Whether ``job_id`` is its own name in the folder."""
+    return bool(_IDENT.fullmatch(job_id)) and not job_id.startswith(_ENCODED)
 
 
 def job_of(name: str) -> tuple[bool, str | None]:
-    """Whether ``name`` is one ``file_name`` makes, and the job id it names
-    (None for a hashed name)."""
+    """Whether ``name`` is one ``file_name`` makes (or made before names had
+    runs), and the job id it names (None for a hashed name)."""
     stem, dot_log, rest = name.rpartition(".log")
     if not dot_log or rest:
         return False, None
+    named, mark, run = stem.rpartition(_MARK)
+    if mark:
+        if not _RUN.fullmatch(run):
+            return False, None
+        stem = named
     if stem.startswith(_HASHED):
         return bool(_SHA256.fullmatch(stem[len(_HASHED) :])), None
     if stem.startswith(_ENCODED):
@@ -83,8 +107,9 @@ def job_of(name: str) -> tuple[bool, str | None]:
             job_id = from_hex(stem[len(_ENCODED) :])
         except ValueError:
             return False, None
-        return file_name(job_id) == name, job_id
-    return bool(_IDENT.fullmatch(stem)), stem
+        canonical = stem == _ENCODED + as_hex(job_id)
+        return canonical and not _plain(job_id) and len(as_stored(job_id)) <= _HEX_MAX_READ, job_id
+    return _plain(stem), stem
 
 
 @dataclass(frozen=True)

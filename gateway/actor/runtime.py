@@ -240,7 +240,7 @@ class Actor:
         return False
 
     async def _execute(self, link: ActorLink, handler: Handler, job: Claimed) -> Outcome:
-        log_path = self._log_prefix + logfiles.file_name(job.job_id)  # no pathlib per job
+        log_path = self._log_prefix + logfiles.file_name(job.job_id, job.run)  # no pathlib
         joblog = JobLog(log_path, self.config.job_max_log)
         ctx = JobContext(job, joblog)
 
