@@ -17,12 +17,15 @@ Scopes:
   caller, or to no caller (an outside producer's job), is answered exactly
   like a missing one (``JobNotFound``): ids of others are not even
   confirmed. The job it submits (``job``) and the listing or subscription it
-  asks for (``caller_id``) are its own. That a submitted id is held by
-  another caller is found atomically in Redis, where the job is created
-  (``-32005``, see ``Supervisor.create``). The handler passes the caller on
-  too, and the job's read or change checks it again in the same Redis
-  command or Function (``supervisor/reads.py``, hero.lua's ``callers``): an
-  id deleted and taken by another caller after this check answers as missing.
+  asks for (``caller_id``) are its own: ``admit`` sets ``caller_id`` in the
+  params. The one job a method names (``job_id``) is checked where it is
+  read or changed, in the same Redis command or Function
+  (``supervisor/reads.py``, hero.lua's ``callers``), so an id deleted and
+  taken by another caller meanwhile answers as missing, with no round trip
+  of its own before. The jobs a subscription names (``job_ids``) are checked
+  here, one lookup each. That a submitted id is held by another caller is
+  found atomically in Redis, where the job is created (``-32005``, see
+  ``Supervisor.create``).
 - ``admin``: an admin key.
 
 Identities: no identity (auth required, not logged in) is refused everywhere
@@ -106,13 +109,13 @@ class Access:
 
     async def admit(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
         """A user's checked params for an ``owner`` method (see ``restricts``):
-        its jobs only."""
+        its jobs only. A ``job_id`` is left to the handler's read or change,
+        which is given the ``caller_id`` (see the module's docstring)."""
         mine = who.caller_id
         wanted = params.get("caller_id")
         if wanted is not None and wanted != mine:
             raise Forbidden("A user key may only list its own jobs")
-        named = [params["job_id"]] if "job_id" in params else []
-        for job_id in [*named, *(params.get("job_ids") or ())]:
+        for job_id in params.get("job_ids") or ():
             await self._check_owner(mine, job_id)
         owned = {**params, "caller_id": mine}
         if isinstance(params.get("job"), dict):

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gateway import contract
-from gateway.errors import InvalidJob, InvalidParams, InvalidState, Unauthenticated
+from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound, Unauthenticated
 from gateway.rpc.access import Access, visible_queues
 from gateway.rpc.backends import Backends, JsonObject
 from gateway.rpc.context import ANONYMOUS, CallContext, Identity, Subscriptions
@@ -137,7 +137,13 @@ class _Handlers:
         return await self._sup.stop(params["job_id"], params.get("caller_id"))
 
     async def job_delete(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.delete(params["job_id"], params.get("caller_id"))
+        """A user (``caller_id`` set by ``access``) is told a job that is not
+        there, or not theirs, is not found; an admin that nothing was deleted."""
+        caller_id = params.get("caller_id")
+        answer = await self._sup.delete(params["job_id"], caller_id)
+        if caller_id is not None and not answer["deleted"]:
+            raise JobNotFound(params["job_id"])
+        return answer
 
     async def job_purge(self, params: Params, ctx: CallContext) -> JsonObject:
         return await self._sup.purge(
