@@ -5,10 +5,14 @@ the run's token (hero.lua ``take``): one file per run, which the job hash's
 ``log_path`` names. Not one per job id: an id is taken again once its job is
 deleted or expired (by anyone, ids are the callers'), and the file of the
 earlier job, still on the disk until the sweep, became the later job's log:
-its lines in the next owner's ``job.logs`` and its bytes counted against the
-next run's limit. A run without a token (one taken before runs had them, or
-a token that is not digits: an adopted run's is read from the job hash,
-anyone's to write) logs to ``<job id>.log``.
+its lines sat in the later job's file and its bytes counted against the later
+run's limit (a deleted job that had filled its log left the next owner's
+``job.logs`` with only the cut notice). A run without a token (one taken
+before runs had them, or a token that is not digits: an adopted run's is read
+from the job hash, anyone's to write) logs to ``<job id>.log``. A producer
+that rewrites a running job's ``run`` (the Hero protocol lets it rewrite any
+job) can make that job's adopted run write into another run's file of the
+same id, inside the folder, as before runs had files of their own.
 
 Job ids come from clients and from producers we did not write: an outside
 LPUSH is adopted whatever its id (hero.lua ``adopt``), so an id like
