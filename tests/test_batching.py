@@ -19,13 +19,18 @@ from gateway.supervisor import Supervisor, submission
 from tests.helpers import job
 
 
-def count_calls(sup: Supervisor, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
-    """Spy on the supervisor's wire: the commands of each pipeline it sends."""
+def count_calls(
+    sup: Supervisor, monkeypatch: pytest.MonkeyPatch, *, hold_first: asyncio.Event | None = None
+) -> list[list[Any]]:
+    """Spy on the supervisor's wire: the commands of each pipeline it sends, as
+    issued; with ``hold_first``, the first goes to Redis once that is set."""
     sent: list[list[Any]] = []
     real = sup.wire.pipeline
 
     async def pipeline(commands: Any, *, errors_in_place: bool = False) -> list[Any]:
         sent.append(list(commands))
+        if hold_first is not None and len(sent) == 1:
+            await hold_first.wait()
         return await real(commands, errors_in_place=errors_in_place)
 
     monkeypatch.setattr(sup.wire, "pipeline", pipeline)
@@ -141,28 +146,12 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     sup.unsubscribe(subscription.id)
 
 
-def hold_first_call(sup: Supervisor, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
-    """The wire's first pipeline waits for the event set, the others go at once
-    (a ``count_calls`` set after it records each when it is issued)."""
-    release = asyncio.Event()
-    real = sup.wire.pipeline
-    held = [True]
-
-    async def pipeline(commands: Any, *, errors_in_place: bool = False) -> list[Any]:
-        if held.pop() if held else False:
-            await release.wait()
-        return await real(commands, errors_in_place=errors_in_place)
-
-    monkeypatch.setattr(sup.wire, "pipeline", pipeline)
-    return release
-
-
 async def test_what_is_issued_while_a_call_is_out_goes_in_the_next_call(
     sup: Supervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Creates issued in five turns while the first is out: one call more, not five."""
-    release = hold_first_call(sup, monkeypatch)
-    sent = count_calls(sup, monkeypatch)
+    release = asyncio.Event()
+    sent = count_calls(sup, monkeypatch, hold_first=release)
     first = asyncio.ensure_future(sup.create(job(job_id="nx-0")))
     later = []
     for i in range(1, 6):
@@ -182,7 +171,8 @@ async def test_a_start_never_overtakes_a_create_issued_before_it(
 ) -> None:
     """A client sends job.create then job.start of one id without waiting, while
     a create is out: the start waits for the create's call, and finds the job."""
-    release = hold_first_call(sup, monkeypatch)
+    release = asyncio.Event()
+    count_calls(sup, monkeypatch, hold_first=release)
     out = asyncio.ensure_future(sup.create(job(job_id="ov-out")))
     await asyncio.sleep(0)
     create = asyncio.ensure_future(sup.create(job(job_id="ov-1")))  # behind the held call
