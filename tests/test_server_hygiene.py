@@ -187,6 +187,27 @@ async def test_past_the_connection_cap_an_upgrade_gets_503(redis_url: str, tmp_p
                 assert (await again.call("auth.whoami"))["scope"] == "anonymous"
 
 
+async def test_a_batch_past_the_configured_length_is_one_error(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """HERO_MAX_BATCH at another value than its default reaches both transports."""
+    whoami = [{"jsonrpc": "2.0", "id": i, "method": "auth.whoami"} for i in range(1, 5)]
+    too_long = {
+        "code": -32600,
+        "message": "Invalid Request",
+        "data": {"message": "a batch may hold at most 3 elements", "limit": 3},
+    }
+    with running_server(redis_url, tmp_path / "serve.log", max_batch=3) as server:
+        async with Rpc.connect(server.ws) as client:
+            assert len(await client.batch(whoami[:3])) == 3
+            answer = await client.raw(json.dumps(whoami))
+            assert answer == {"jsonrpc": "2.0", "id": None, "error": too_long}
+        status, body = await post(f"{server.http}/rpc", whoami)
+        assert (status, body) == (200, {"jsonrpc": "2.0", "id": None, "error": too_long})
+        status, body = await post(f"{server.http}/rpc", whoami[:3])
+        assert status == 200 and [a["id"] for a in body] == [1, 2, 3]
+
+
 async def test_no_credential_reaches_the_log_at_debug_level(
     keyed_server: Server, admin_key: str
 ) -> None:
