@@ -19,18 +19,13 @@ from gateway.supervisor import Supervisor, submission
 from tests.helpers import job
 
 
-def count_calls(
-    sup: Supervisor, monkeypatch: pytest.MonkeyPatch, *, hold_first: asyncio.Event | None = None
-) -> list[list[Any]]:
-    """Spy on the supervisor's wire: the commands of each pipeline it sends, as
-    issued; with ``hold_first``, the first goes to Redis once that is set."""
+def count_calls(sup: Supervisor, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    """Spy on the supervisor's wire: the commands of each pipeline it sends."""
     sent: list[list[Any]] = []
     real = sup.wire.pipeline
 
     async def pipeline(commands: Any, *, errors_in_place: bool = False) -> list[Any]:
         sent.append(list(commands))
-        if hold_first is not None and len(sent) == 1:
-            await hold_first.wait()
         return await real(commands, errors_in_place=errors_in_place)
 
     monkeypatch.setattr(sup.wire, "pipeline", pipeline)
@@ -144,42 +139,3 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     ]
     assert await sup.status("big-run-0") == {"job_id": "big-run-0", "status": "dispatched"}
     sup.unsubscribe(subscription.id)
-
-
-async def test_what_is_issued_while_a_call_is_out_goes_in_the_next_call(
-    sup: Supervisor, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Creates issued in five turns while the first is out: one call more, not five."""
-    release = asyncio.Event()
-    sent = count_calls(sup, monkeypatch, hold_first=release)
-    first = asyncio.ensure_future(sup.create(job(job_id="nx-0")))
-    later = []
-    for i in range(1, 6):
-        await asyncio.sleep(0)  # a turn of its own each
-        later.append(asyncio.ensure_future(sup.create(job(job_id=f"nx-{i}"))))
-    await asyncio.sleep(0.05)
-    assert len(sent) == 1  # the held call alone: the others wait for it
-    release.set()
-    answers = await asyncio.gather(first, *later)
-    assert [a["status"] for a in answers] == ["created"] * 6
-    ids = [[a for a in c[0] if str(a).startswith("nx-")] for c in sent]
-    assert ids == [["nx-0"], [f"nx-{i}" for i in range(1, 6)]]
-
-
-async def test_a_start_never_overtakes_a_create_issued_before_it(
-    sup: Supervisor, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A client sends job.create then job.start of one id without waiting, while
-    a create is out: the start waits for the create's call, and finds the job."""
-    release = asyncio.Event()
-    count_calls(sup, monkeypatch, hold_first=release)
-    out = asyncio.ensure_future(sup.create(job(job_id="ov-out")))
-    await asyncio.sleep(0)
-    create = asyncio.ensure_future(sup.create(job(job_id="ov-1")))  # behind the held call
-    await asyncio.sleep(0)
-    start = asyncio.ensure_future(sup.start("ov-1"))  # its starts' merger is idle
-    await asyncio.sleep(0.05)
-    assert not start.done()
-    release.set()
-    await asyncio.gather(out, create)
-    assert (await start)["status"] == "dispatched"

@@ -73,10 +73,9 @@ class Supervisor:
         self._reader.add_listener(self.subscriptions.on_events, wants=self._anyone_subscribed)
         self.maintenance = Maintenance(self.wire, config)
         #: The submits and the starts issued in one turn of the event loop (the
-        #: elements of a JSON-RPC batch), or while their call before is out,
-        #: leave together; a start never overtakes a submit: see ``batching``.
+        #: elements of a JSON-RPC batch) leave together: see ``batching``.
         self._submits: Merger[tuple[JobSpec, bool]] = Merger(self._submit_jobs)
-        self._starts: Merger[Start] = Merger(self._start_many, after=self._submits)
+        self._starts: Merger[Start] = Merger(self._start_many)
         self.watching = False
 
     @classmethod
