@@ -338,7 +338,7 @@ class _InFlight:
 
     def __init__(self) -> None:
         self.running: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
-        self._early: dict[tuple[str, str], bool] = {}  # stops of runs not launched yet
+        self._early: dict[tuple[str, str], None] = {}  # stops of runs not launched yet, in order
         self.done: list[Outcome] = []
         self.ended = asyncio.Event()  # a job ended since the last cycle took ``done``
         #: Set once the link is open: runs one job; called when one ended.
@@ -349,7 +349,8 @@ class _InFlight:
         assert self.start is not None
         for job in jobs:
             task = asyncio.create_task(self.start(job))
-            if self._early.pop((job.job_id, job.run), False):  # stopped on its way here
+            if (job.job_id, job.run) in self._early:  # stopped on its way here
+                del self._early[job.job_id, job.run]
                 task.cancel()
             self.running[job.job_id, job.run] = task
             task.add_done_callback(functools.partial(self._finished, job))
@@ -360,14 +361,15 @@ class _InFlight:
         started here yet (handed over, its message or claim reply still on its
         way) is remembered, and stopped as it is launched."""
         if run:
-            tasks = [t for t in (self.running.get((job_id, run)),) if t is not None]
+            task = self.running.get((job_id, run))
+            tasks = [task] if task is not None else []
         else:  # a Hero message: any run of the id
             tasks = [t for (running_id, _), t in self.running.items() if running_id == job_id]
         for task in tasks:
             log.info("stopping job", extra={"job_id": job_id})
             task.cancel()
         if not tasks and run:
-            self._early[job_id, run] = True
+            self._early[job_id, run] = None
             while len(self._early) > EARLY_STOPS:  # stops of runs that never come here
                 del self._early[next(iter(self._early))]
 

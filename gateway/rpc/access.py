@@ -41,6 +41,7 @@ from typing import Any, TypeGuard
 
 from gateway import contract
 from gateway.errors import Forbidden, JobNotFound, Unauthenticated
+from gateway.model import belongs
 from gateway.rpc.context import CallContext, Identity
 
 SCOPES = ("public", "user", "owner", "admin")
@@ -73,8 +74,9 @@ class Access:
 
     ``auth_required``: the table serves a server with API keys (an
     ``anonymous`` identity is then no identity). ``owners`` looks a job's
-    caller up; a table without it refuses ``user`` identities on ``owner``
-    methods rather than serve them unchecked."""
+    caller up for the jobs a subscription names (``job_ids``); a table
+    without it refuses a user's call naming any. A ``job_id`` is the
+    handler's read's to check (see the module's docstring)."""
 
     def __init__(self, owners: Owners | None = None, *, auth_required: bool = False) -> None:
         self._owners = owners
@@ -125,5 +127,5 @@ class Access:
     async def _check_owner(self, caller_id: str | None, job_id: str) -> None:
         if self._owners is None:
             raise RuntimeError("an owner-scoped method needs an owner lookup")
-        if await self._owners(job_id) != caller_id:
+        if not belongs(await self._owners(job_id), caller_id):
             raise JobNotFound(job_id)

@@ -57,7 +57,7 @@ class InHand:
 
     def holding(self, outcomes: Iterable[Outcome]) -> int:
         """How many runs stay in hand once ``outcomes`` are reported."""
-        gone = {run for o in outcomes for run in self._reported(o)}
+        gone = {self._reported(o) for o in outcomes} - {None}
         return len(self._runs) - len(gone)
 
     def checked(self, outcomes: Sequence[Outcome]) -> list[int]:
@@ -80,15 +80,16 @@ class InHand:
         of the same job stays)."""
         for o in outcomes:
             self._unsure.discard(run_key(o))
-            for run in self._reported(o):
+            run = self._reported(o)
+            if run is not None:
                 del self._runs[run]
 
-    def _reported(self, outcome: Outcome) -> list[Run]:
+    def _reported(self, outcome: Outcome) -> Run | None:
         """The run in hand ``outcome`` reports: the one it names; for a report
         without a token, its job's run without one, if of its attempt (any
         attempt, for a report naming none)."""
         named = (outcome.job_id, outcome.run)
         attempt = self._runs.get(named)
         if attempt is None or (not outcome.run and outcome.attempt not in (0, attempt)):
-            return []
-        return [named]
+            return None
+        return named
