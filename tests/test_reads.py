@@ -59,7 +59,8 @@ async def as_alice(backends: Backends, method: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "method", ["job.status", "job.get", "job.logs", "job.start", "job.stop", "job.delete"]
+    "method",
+    ["job.status", "job.get", "job.logs", "job.output", "job.start", "job.stop", "job.delete"],
 )
 async def test_an_id_taken_by_another_caller_answers_as_missing_in_one_read(
     taken: Backends, sup: Supervisor, rds: aioredis.Redis, method: str, config: Config
@@ -84,6 +85,8 @@ async def test_an_admin_read_is_not_restricted(sup: Supervisor) -> None:
     """No caller named: any job answers (an admin's call, a server without keys)."""
     await sup.create(job(job_id=JOB_ID, caller_id="bob"))
     assert (await sup.status(JOB_ID))["status"] == "created"
+    assert (await sup.get(JOB_ID))["caller_id"] == "bob"
+    assert (await sup.output(JOB_ID))["status"] == "created"
     assert (await sup.logs(JOB_ID))["logs"] == ""
     assert (await sup.start(JOB_ID))["status"] in ("dispatched", "started")
     assert (await sup.stop(JOB_ID))["status"] == "stopped"

@@ -183,6 +183,8 @@ async def test_a_run_of_a_deleted_job_is_not_the_run_of_the_next_job_under_its_i
         await link.cycle([stopped], 0)
         assert (await sup.status(JOB_ID))["status"] == "started"  # bob's job runs on
         assert await rds.llen(held) == 1  # the first run's held entry went with its report
+        await link.cycle([stopped], 0)  # sent again (its reply lost): the entry left is bob's
+        assert await rds.llen(held) == 1
         await link.cycle(
             [Outcome(JOB_ID, "finished", "bob's output", attempt=1, run=second.run)], 0
         )

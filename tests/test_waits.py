@@ -271,8 +271,8 @@ async def test_the_sweep_gives_a_waiter_no_other_callers_end(
 
 
 async def test_output_of_an_id_another_caller_holds_is_not_found(sup: Supervisor) -> None:
-    """Ownership is checked before the call; the read holds to it as well
-    (the id may have been deleted and taken in between)."""
+    """Ownership is checked by the read itself (the RPC layer looks no job up
+    first): another caller's job answers as missing, waiting or not."""
     await sup.create(job(job_id="taken", caller_id="bob"))
     assert (await sup.output("taken", caller_id="bob"))["status"] == "created"
     for wait in (None, 5.0):

@@ -1,11 +1,10 @@
 """Reads of one job for a caller: the owner checked in the read itself.
 
-A user key's call names only its own jobs: the RPC layer checks the owner
-before the handler runs (``rpc.access``), and the read checks it again, in
-the same Redis command (or ``MULTI``) that reads what it answers. Between
-the two, the job may have been deleted and its id taken by another caller;
-that caller's job then answers as missing (``JobNotFound``), never with
-its status, fields or logs. ``caller_id`` None is an unrestricted read (an
+A user key's call names only its own jobs: the read checks the owner in
+the same Redis command (or ``MULTI``) that reads what it answers, the one
+check (``rpc.access`` looks no named job up first). A job deleted and its id
+taken by another caller answers as missing (``JobNotFound``), never with
+that caller's status, fields or logs. ``caller_id`` None is an unrestricted read (an
 admin's, or a server without keys); the rule is ``model.belongs``.
 """
 
