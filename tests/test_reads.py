@@ -34,18 +34,12 @@ BOBS = "BOB PRIVATE 7731"
 
 
 @pytest.fixture
-async def taken(sup: Supervisor, rds: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> Backends:
-    """alice's job, whose id is now bob's job, with logs; the RPC layer's owner
-    lookup (kept for ``job_ids``) must not be what answers."""
+async def taken(sup: Supervisor, rds: aioredis.Redis) -> Backends:
+    """alice's job, whose id is now bob's job, with logs."""
     await sup.create(job("print('alice')", job_id=JOB_ID, caller_id="alice"))
     await sup.delete(JOB_ID)
     await sup.create(job(f"print({BOBS!r})", job_id=JOB_ID, caller_id="bob"))
     await rds.set(keys.logs(JOB_ID), BOBS)
-
-    async def no_lookup(job_id: str) -> str | None:
-        raise AssertionError(f"a lookup of {job_id} before the read")
-
-    monkeypatch.setattr(sup, "owner", no_lookup)
     return Backends(supervisor=sup, script_types=sup.config.script_types)
 
 

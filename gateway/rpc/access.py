@@ -18,14 +18,13 @@ Scopes:
   like a missing one (``JobNotFound``): ids of others are not even
   confirmed. The job it submits (``job``) and the listing or subscription it
   asks for (``caller_id``) are its own: ``admit`` sets ``caller_id`` in the
-  params. The one job a method names (``job_id``) is checked where it is
-  read or changed, in the same Redis command or Function
-  (``supervisor/reads.py``, hero.lua's ``callers``), so an id deleted and
-  taken by another caller meanwhile answers as missing, with no round trip
-  of its own before. The jobs a subscription names (``job_ids``) are checked
-  here, one lookup each. That a submitted id is held by another caller is
-  found atomically in Redis, where the job is created (``-32005``, see
-  ``Supervisor.create``).
+  params. A job a method names (``job_id``, each of ``job_ids``) is checked
+  where it is read or changed, in the same Redis command or Function
+  (``supervisor/reads.py``, hero.lua's ``callers``), given that
+  ``caller_id``: an id deleted and taken by another caller meanwhile answers
+  as missing, and nothing is looked up here first. That a submitted id is
+  held by another caller is found atomically in Redis, where the job is
+  created (``-32005``, see ``Supervisor.create``).
 - ``admin``: an admin key.
 
 Identities: no identity (auth required, not logged in) is refused everywhere
@@ -36,18 +35,13 @@ sees and touches every job.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
 from gateway import contract
-from gateway.errors import Forbidden, JobNotFound, Unauthenticated
-from gateway.model import belongs
+from gateway.errors import Forbidden, Unauthenticated
 from gateway.rpc.context import CallContext, Identity
 
 SCOPES = ("public", "user", "owner", "admin")
-
-#: The caller_id of a job ("" when it has none); raises JobNotFound when there is no job.
-Owners = Callable[[str], Awaitable[str | None]]
 
 
 def scope_of(method: str) -> str:
@@ -73,13 +67,10 @@ class Access:
     """The identity rules of one method table.
 
     ``auth_required``: the table serves a server with API keys (an
-    ``anonymous`` identity is then no identity). ``owners`` looks a job's
-    caller up for the jobs a subscription names (``job_ids``); a table
-    without it refuses a user's call naming any. A ``job_id`` is the
-    handler's read's to check (see the module's docstring)."""
+    ``anonymous`` identity is then no identity). The jobs a call names are
+    the handler's reads' to check (see the module's docstring)."""
 
-    def __init__(self, owners: Owners | None = None, *, auth_required: bool = False) -> None:
-        self._owners = owners
+    def __init__(self, *, auth_required: bool = False) -> None:
         self._auth_required = auth_required
 
     def enter(self, scope: str, ctx: CallContext) -> Identity | None:
@@ -98,7 +89,7 @@ class Access:
     def restricts(who: Identity | None, scope: str) -> TypeGuard[Identity]:
         """Whether ``who`` (from ``enter``) may use a call's checked params only
         as ``admit`` narrows them: a user's ``owner`` call reaches only that
-        user's jobs. Asked first, so an unrestricted call awaits nothing."""
+        user's jobs."""
         return who is not None and who.scope == "user" and scope == "owner"
 
     def identity(self, ctx: CallContext) -> Identity:
@@ -109,23 +100,15 @@ class Access:
             raise Unauthenticated("Authenticate first: Authorization header or auth.login")
         return who
 
-    async def admit(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
+    def admit(self, who: Identity, params: dict[str, Any]) -> dict[str, Any]:
         """A user's checked params for an ``owner`` method (see ``restricts``):
-        its jobs only. A ``job_id`` is left to the handler's read or change,
-        which is given the ``caller_id`` (see the module's docstring)."""
+        its jobs only. The jobs it names are left to the handler's reads and
+        changes, which are given the ``caller_id`` (see the module's docstring)."""
         mine = who.caller_id
         wanted = params.get("caller_id")
         if wanted is not None and wanted != mine:
             raise Forbidden("A user key may only list its own jobs")
-        for job_id in params.get("job_ids") or ():
-            await self._check_owner(mine, job_id)
         owned = {**params, "caller_id": mine}
         if isinstance(params.get("job"), dict):
             owned["job"] = {**params["job"], "caller_id": mine}
         return owned
-
-    async def _check_owner(self, caller_id: str | None, job_id: str) -> None:
-        if self._owners is None:
-            raise RuntimeError("an owner-scoped method needs an owner lookup")
-        if not belongs(await self._owners(job_id), caller_id):
-            raise JobNotFound(job_id)

@@ -53,10 +53,6 @@ class Supervisor(Protocol):
         """The contract's Job."""
         ...
 
-    def owner(self, job_id: str) -> Awaitable[str | None]:
-        """The job's caller_id ("" or None when it has none); ``JobNotFound``."""
-        ...
-
     def list_jobs(
         self,
         status: str | None = None,

@@ -120,7 +120,7 @@ class Dispatcher:
                 who = access.enter(scope, ctx)
                 checked = params_check(list(args) if args else kwargs)
                 if access.restricts(who, scope):
-                    checked = await access.admit(who, checked)
+                    checked = access.admit(who, checked)
                 value = await handler(checked, ctx)
                 self._check_result(name, value)
                 result = jsonrpc.Success(value)

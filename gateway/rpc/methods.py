@@ -4,10 +4,10 @@ A handler gets params already checked against the contract (so a ``job``
 param becomes a ``JobSpec`` here, checked only for what a schema cannot know,
 the configured types) and
 already admitted by the method's declared scope (``access``, applied by the
-dispatcher: a user's ``job`` and ``caller_id`` are its own, the jobs it names
-are its own), calls the supervisor and returns its answer as the contract
-shapes it. No handler knows a Redis key or decides anything
-about queues.
+dispatcher: a user's ``job`` and ``caller_id`` are its own; the jobs it names
+are checked to be its own by the supervisor's reads), calls the supervisor
+and returns its answer as the contract shapes it. No handler knows a Redis
+key or decides anything about queues.
 
 The Hero names (create_job, …) are the same handlers under their old names;
 the contract marks them deprecated.
@@ -46,7 +46,7 @@ def build_dispatcher(
     backends: Backends, *, check_results: bool = False, observe: Observer | None = None
 ) -> Dispatcher:
     """The served method table, with the access rules of ``backends`` (API
-    keys or none; job owners looked up through the supervisor)."""
+    keys or none)."""
     h = _Handlers(backends)
     return Dispatcher(_table(h), access=h.access, check_results=check_results, observe=observe)
 
@@ -91,9 +91,7 @@ class _Handlers:
         self._backends = backends
         self._sup = backends.supervisor
         self._keys = backends.keys
-        self.access = Access(
-            lambda job_id: self._sup.owner(job_id), auth_required=backends.keys is not None
-        )
+        self.access = Access(auth_required=backends.keys is not None)
         self._script_types = backends.script_types
 
     # -- jobs --------------------------------------------------------------------
@@ -156,6 +154,12 @@ class _Handlers:
     # -- subscriptions -------------------------------------------------------------
 
     async def job_subscribe(self, params: Params, ctx: CallContext) -> JsonObject:
+        """A user's ``job_ids`` are each read for that user first: another
+        caller's job answers as missing, as in ``job.status``. (The feed itself
+        carries only the user's events, ``caller_id`` being set by ``access``.)"""
+        if Access.restricts(ctx.identity, "owner"):
+            for job_id in params.get("job_ids") or ():
+                await self._sup.status(job_id, params["caller_id"])
         subscription = await _subscriptions(ctx).subscribe(
             job_ids=params.get("job_ids"),
             script_type=params.get("script_type"),

@@ -19,18 +19,9 @@ from gateway.supervisor.connection import Commands, wrong_type
 from gateway.supervisor.replies import pairs
 
 
-async def status_and_owner(wire: Commands, job_id: str) -> tuple[str, str]:
-    """The job's status and its caller_id ("" for none: an outside producer's
-    job, an admin's alone) in one read; ``JobNotFound`` when there is no job."""
-    found, owner = await wire.execute_command("HMGET", keys.job(job_id), "status", "caller_id")
-    if found is None:
-        raise JobNotFound(job_id)
-    return found, owner or ""
-
-
 async def status(wire: Commands, job_id: str, caller_id: str | None) -> dict[str, Any]:
-    found, owner = await status_and_owner(wire, job_id)
-    if not belongs(owner, caller_id):
+    found, owner = await wire.execute_command("HMGET", keys.job(job_id), "status", "caller_id")
+    if found is None or not belongs(owner, caller_id):
         raise JobNotFound(job_id)
     return {"job_id": job_id, "status": found}
 

@@ -240,13 +240,6 @@ class Supervisor:
     async def get(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
         return await reads.job(self.wire, job_id, caller_id)
 
-    @guarded_job
-    async def owner(self, job_id: str) -> str | None:
-        """The job's caller_id ("" when none: an outside producer's job, an
-        admin's alone); JobNotFound when there is no such job. One round trip
-        either way, so a missing job and another caller's take the same time."""
-        return (await reads.status_and_owner(self.wire, job_id))[1]
-
     @guarded
     async def list_jobs(
         self,
