@@ -46,3 +46,33 @@ def test_bench_quick_supervisor(tmp_path: Path) -> None:
     text = out.read_text()
     assert "hero-gateway supervisor" in text
     assert "Load average" in text
+
+
+#: ``bench/lua_cost.py``'s phases: an idle actor's offer, and no claim, when handed.
+PHASES_QUEUED = ("submit", "start", "claim", "report")
+PHASES_HANDED = ("offer", "submit", "start", "report")
+
+
+def test_lua_cost_counts_every_phase_of_both_modes() -> None:
+    """``bench/lua_cost.py`` drives the job path's Functions itself (no actor):
+    every phase of both modes ran on every job, with the commands they run."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "lua_cost.py"), "--cpu", "--jobs", "64"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tables = proc.stdout.split("\n\n")[1:]
+    assert [t.splitlines()[0] for t in tables] == [
+        "queued, batches of 32, 64 jobs: per job, inside the Functions",
+        "handed, batches of 32, 64 jobs: per job, inside the Functions",
+    ]
+    for table, phases in zip(tables, (PHASES_QUEUED, PHASES_HANDED), strict=True):
+        rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:]}
+        assert set(rows) == {*phases, "all", "memory"}
+        for phase in phases:  # one call a batch, and each call runs commands
+            calls, commands = float(rows[phase][0]), float(rows[phase][1])
+            assert calls == round(1 / 32, 3)
+            assert commands > 0

@@ -1,0 +1,311 @@
+"""What a job costs Redis inside hero.lua, counted in instructions rather than timed.
+
+The job path's Functions are called directly, in a fixed order, on a private
+redis-server: no gateway, no actor process, nothing that races. Each round:
+
+- ``queued`` (no idle actor): ``hero_submit_many`` of ``--batch`` jobs, their
+  ``hero_start_jobs`` (into the work queue), a ``hero_cycle`` that claims
+  them, and a ``hero_cycle`` that reports them finished;
+- ``handed`` (an idle actor offers its slots): a ``hero_cycle`` that offers
+  ``--batch`` slots, the submit, the start (each job handed straight to the
+  actor, marked started), and the report.
+
+With valgrind installed, redis-server runs under callgrind, which counts the
+instructions it executes inside each ``FCALL`` (``--toggle-collect`` and one
+dump per call). The count is the same on a quiet and on a loaded machine, and
+from one run to the next, so two trees are compared by running this in each
+and a change of 1 % shows; timing the whole path on these shared machines
+cannot see 5 %. Without valgrind (or with ``--cpu``) it prints Redis's own
+CPU time per job instead (``INFO cpu``), which moves with the machine's load.
+
+Commands per job come from ``INFO commandstats``, per phase.
+
+    .venv/bin/python bench/lua_cost.py                 # both modes, batches of 32
+    .venv/bin/python bench/lua_cost.py --batch 1 --jobs 256
+    .venv/bin/python bench/lua_cost.py --cpu --jobs 20000
+    .venv/bin/python bench/lua_cost.py --redis-config hash-max-listpack-entries=16
+    .venv/bin/python bench/lua_cost.py --library /tmp/variant.lua   # an experiment
+
+"memory left per job" is what Redis's ``used_memory`` grew by over the
+counted rounds, per job: the ended job's hash, its index entries, its events
+and reply, all retained (``HERO_JOB_TTL``).
+
+Under callgrind Redis runs about fifty times slower: the defaults (1,024 jobs
+a mode, after a warm-up that is not counted) take about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+from gateway.config import Config
+from gateway.model import library as lib
+from gateway.model.job import JobSpec
+from gateway.supervisor import keys
+from gateway.supervisor.library import source
+
+R = TypeVar("R")
+PHASES = ("offer", "submit", "start", "claim", "report")
+SCRIPT_TYPE, GROUP, INSTANCE = "python", "default", "lua-cost"
+WARM_UP = 256  # jobs before counting starts: the library loaded, the keys made
+
+
+@dataclass
+class Tally:
+    """What one mode's counted rounds cost, per phase."""
+
+    jobs: int = 0
+    calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    commands: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    instructions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    #: Redis's used_memory grown by the counted rounds: what each job leaves
+    #: (its hash, index entries, events, reply), ended jobs being retained.
+    memory_bytes: int = 0
+
+
+class Server:
+    """A private redis-server on a free loopback port, under callgrind when asked."""
+
+    def __init__(self, work: Path, callgrind: bool, settings: list[str]) -> None:
+        self.work, self.callgrind = work, callgrind
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        argv += ["--save", "", "--appendonly", "no", "--dir", str(work)]
+        for setting in settings:  # "name=value": a redis-server option
+            name, _, value = setting.partition("=")
+            argv += [f"--{name}", value]
+        if callgrind:
+            # collect only inside FCALL, one dump file per call (cg.out.1, .2, ...)
+            argv = [
+                "valgrind",
+                "--tool=callgrind",
+                "--instr-atstart=no",
+                "--toggle-collect=fcallCommand",
+                "--dump-after=fcallCommand",
+                f"--callgrind-out-file={work / 'cg.out'}",
+                *argv,
+            ]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client = redis.Redis(port=self.port, socket_timeout=600)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.1)
+
+    def instrument(self) -> None:
+        """From here on, callgrind counts (the warm-up before is not counted)."""
+        if self.callgrind:
+            subprocess.run(
+                ["callgrind_control", "-i", "on", str(self.proc.pid)],
+                check=True,
+                capture_output=True,
+            )
+
+    def dumps(self) -> list[int]:
+        """Instructions of each FCALL counted, in the order they ran."""
+        files = sorted(self.work.glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
+        counts = []
+        for path in files:
+            found = re.search(r"^summary: (\d+)", path.read_text(), re.MULTILINE)
+            counts.append(int(found.group(1)) if found else 0)
+        return counts
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Rounds:
+    """The job path's Functions in a fixed order, each call noted by phase."""
+
+    def __init__(self, server: Server, config: Config, handed: bool) -> None:
+        self.server, self.config, self.handed = server, config, handed
+        self.client = server.client
+        self.actor = lib.Actor(
+            name=f"{SCRIPT_TYPE}:{GROUP}:{INSTANCE}",
+            ctl=keys.ctl(SCRIPT_TYPE, GROUP, INSTANCE),
+            lease=keys.presence(SCRIPT_TYPE, GROUP, INSTANCE),
+            handoff=f"{keys.PREFIX}:lua-cost:handoff" if handed else "",
+        )
+        self.client.set(self.actor.lease, "{}")  # an actor's presence: offers need it
+        self.cycle_keys = [
+            keys.held(SCRIPT_TYPE, GROUP, INSTANCE),
+            keys.idle(SCRIPT_TYPE),
+            *keys.pop_order(SCRIPT_TYPE, GROUP, INSTANCE),
+        ]
+        self.order: list[str] = []  # the phase of each FCALL, in order
+        self.tally = Tally()
+
+    def call(self, phase: str, fcall: lib.Call[R], counting: bool) -> R:
+        if not counting:
+            return fcall.decode(lib.Reply(self.client.execute_command(*fcall.command(self.config))))
+        commands, cpu = self._commands(), self._cpu()  # the CPU read last before the call
+        reply = self.client.execute_command(*fcall.command(self.config))
+        cpu, commands = self._cpu() - cpu, self._commands() - commands  # ... and first after
+        self.order.append(phase)
+        self.tally.calls[phase] += 1
+        self.tally.commands[phase] += commands - 1  # the FCALL itself
+        self.tally.cpu_s[phase] += cpu
+        return fcall.decode(lib.Reply(reply))
+
+    def _commands(self) -> int:
+        """Commands Redis has run, INFO left out (FCALL and those it ran counted)."""
+        stats: dict[str, Any] = self.client.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if not k.startswith("cmdstat_info"))
+
+    def _cpu(self) -> float:
+        cpu: dict[str, Any] = self.client.info("cpu")
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+    def cycle(self, phase: str, counting: bool, **kw: Any) -> lib.CycleReply:
+        defaults: dict[str, Any] = {
+            "want": 0,
+            "outcomes": [],
+            "reclaim_idle_ms": 0,
+            "offer": False,
+            "holding": 0,
+            "outside_grace_ms": 2000,
+        }
+        args = {**defaults, **kw}
+        args["attempts"] = [o.attempt for o in args["outcomes"]]
+        return self.call(phase, lib.cycle(self.actor, self.cycle_keys, **args), counting)
+
+    def run(self, tag: str, jobs: int, batch: int, counting: bool) -> None:
+        for first in range(0, jobs, batch):
+            specs = [
+                JobSpec(script=f"out-{tag}-{i}", script_type=SCRIPT_TYPE, job_id=f"{tag}-{i:06d}")
+                for i in range(first, first + batch)
+            ]
+            if self.handed:
+                self.cycle("offer", counting, want=batch, offer=True)
+            queued = [(s, keys.dispatch_queue(s)) for s in specs]
+            self.call("submit", lib.submit_many(False, queued), counting)
+            self.call("start", lib.start_many([(s.job_id, None) for s in specs]), counting)
+            if self.handed:  # published to the actor; its rows read back as an adopt would
+                outcomes = [self._handed_outcome(s.job_id) for s in specs]
+            else:
+                claimed = self.cycle("claim", counting, want=batch).claimed
+                outcomes = [c.ended("finished", c.script) for c in claimed]
+            if len(outcomes) != batch:
+                raise RuntimeError(f"{len(outcomes)} of {batch} jobs reached the actor")
+            self.cycle("report", counting, outcomes=outcomes)
+            if counting:
+                self.tally.jobs += batch
+
+    def _handed_outcome(self, job_id: str) -> lib.Outcome:
+        status, run, attempt = self.client.hmget(keys.job(job_id), "status", "run", "attempt")
+        if status != b"started":
+            raise RuntimeError(f"job {job_id} was not handed to the actor: {status!r}")
+        return lib.Outcome(job_id, "finished", "out", attempt=int(attempt), run=run.decode())
+
+
+def measure(
+    handed: bool, jobs: int, batch: int, callgrind: bool, settings: list[str], library: str
+) -> Tally:
+    with tempfile.TemporaryDirectory(prefix="lua-cost-") as tmp:
+        server = Server(Path(tmp), callgrind, settings)
+        try:
+            config = Config(redis_url=f"redis://127.0.0.1:{server.port}/0")
+            server.client.execute_command("FUNCTION", "LOAD", "REPLACE", library)
+            rounds = Rounds(server, config, handed)
+            rounds.run("warm", WARM_UP, batch, counting=False)
+            server.instrument()
+            memory = int(server.client.info("memory")["used_memory"])
+            rounds.run("job", jobs, batch, counting=True)
+            rounds.tally.memory_bytes = int(server.client.info("memory")["used_memory"]) - memory
+        finally:
+            server.stop()
+        if callgrind:
+            counts = server.dumps()
+            if len(counts) != len(rounds.order):
+                raise RuntimeError(f"{len(counts)} callgrind dumps for {len(rounds.order)} calls")
+            for phase, n in zip(rounds.order, counts, strict=True):
+                rounds.tally.instructions[phase] += n
+        return rounds.tally
+
+
+def report(mode: str, batch: int, tally: Tally, callgrind: bool) -> None:
+    n = tally.jobs
+    per: Callable[[float], float] = lambda x: x / n  # noqa: E731
+    unit = "instructions" if callgrind else "Redis CPU µs"
+    print(f"\n{mode}, batches of {batch}, {n} jobs: per job, inside the Functions")
+    print(f"  {'phase':8} {'calls':>7} {'commands':>9} {unit:>14}")
+    for phase in PHASES:
+        if not tally.calls[phase]:
+            continue
+        cost = tally.instructions[phase] if callgrind else tally.cpu_s[phase] * 1e6
+        print(
+            f"  {phase:8} {per(tally.calls[phase]):7.3f} {per(tally.commands[phase]):9.2f} "
+            f"{per(cost):14,.1f}"
+        )
+    total = sum(tally.instructions.values()) if callgrind else sum(tally.cpu_s.values()) * 1e6
+    print(
+        f"  {'all':8} {per(sum(tally.calls.values())):7.3f} "
+        f"{per(sum(tally.commands.values())):9.2f} {per(total):14,.1f}"
+    )
+    print(f"  memory left per job: {per(tally.memory_bytes):,.0f} bytes")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=1024, help="jobs counted per mode (default 1024)")
+    p.add_argument("--batch", type=int, default=32, help="jobs per Function call (default 32)")
+    p.add_argument("--mode", choices=("queued", "handed", "both"), default="both")
+    p.add_argument("--cpu", action="store_true", help="time Redis's CPU instead of callgrind")
+    p.add_argument(
+        "--redis-config",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a redis-server setting, e.g. hash-max-listpack-entries=16 (repeatable)",
+    )
+    p.add_argument(
+        "--library",
+        type=Path,
+        help="load this library text instead of the tree's hero.lua as rendered "
+        "(an experiment: the Functions' arguments must be this tree's)",
+    )
+    a = p.parse_args(argv)
+    if a.jobs < a.batch or a.batch < 1 or a.batch > 100:
+        p.error("--batch must be 1..100 and --jobs at least one batch")
+    callgrind = not a.cpu and shutil.which("valgrind") is not None
+    if not a.cpu and not callgrind:
+        print("valgrind not found: timing Redis's CPU instead (this moves with the load)")
+    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
+    print(f"redis: {version.stdout.strip()}; settings: {' '.join(a.redis_config) or 'defaults'}")
+    library = a.library.read_text() if a.library else source()
+    modes = ("queued", "handed") if a.mode == "both" else (a.mode,)
+    for mode in modes:
+        jobs = a.jobs - a.jobs % a.batch
+        tally = measure(mode == "handed", jobs, a.batch, callgrind, a.redis_config, library)
+        report(mode, a.batch, tally, callgrind)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
