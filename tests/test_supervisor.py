@@ -61,6 +61,25 @@ async def test_dispatch_routes_to_the_most_specific_queue(
     assert await rds.lrange(queue, 0, -1) == ["j"]
 
 
+async def test_group_and_instance_are_stored_only_when_given(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """A job without a group or instance has no such fields in its hash (each
+    field costs Redis on every read and write of the job), and reads as one
+    that has them empty: ``job.get`` says None, as it did for "". The Hero
+    protocol's fields are written either way."""
+    await sup.create(job(script_type="osis", job_id="plain"))
+    await sup.create(job(script_type="osis", job_id="routed", group="g", instance="i"))
+    plain = await rds.hgetall(keys.job("plain"))
+    assert "group" not in plain and "instance" not in plain
+    assert {"caller_id", "context_id", "worker_id", "concurrent"} <= plain.keys()
+    got = await sup.get("plain")
+    assert got["group"] is None and got["instance"] is None
+    routed = await rds.hmget(keys.job("routed"), "group", "instance")
+    assert routed == ["g", "i"]
+    assert (await sup.get("routed"))["group"] == "g"
+
+
 async def test_actor_pops_priority_first_then_most_specific(
     sup: Supervisor, config: Config
 ) -> None:

@@ -171,15 +171,20 @@ class JobSpec:
     def hash_fields(self, queue: str) -> list[str]:
         """Flat field/value pairs for HSET (id, created_at and the JSON lists are
         set in Lua); ``queue``: where it is dispatched (``supervisor.keys.dispatch_queue``).
-        Spelled as one list literal: it is built for every job submitted."""
+        Spelled as one list literal: it is built for every job submitted.
+
+        ``group`` and ``instance``, fields of ours that most jobs leave empty,
+        are written only when set: every field of a job hash costs Redis on
+        each read and write of the job (docs/performance.md, "Counted, not
+        timed"), and a missing one reads as empty everywhere (``decode``, the
+        Functions, an actor's claim row), as in an outside producer's hash.
+        The Hero protocol's own fields are always written."""
         fields = [
             "script", self.script,
             "script_type", self.script_type,
             "caller_id", self.caller_id,
             "context_id", self.context_id,
             "worker_id", self.worker_id,
-            "group", self.group,
-            "instance", self.instance,
             "priority", str(self.priority),
             "timeout", str(self.timeout),
             "retries", str(self.retries),
@@ -187,6 +192,10 @@ class JobSpec:
             "env_vars", compact_json(dict(self.env_vars)) if self.env_vars else "{}",
             "queue", queue,
         ]  # fmt: skip
+        if self.group:
+            fields += ("group", self.group)
+        if self.instance:
+            fields += ("instance", self.instance)
         if self.stream:
             fields += ("mode", "stream")
         return fields
