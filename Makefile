@@ -78,7 +78,8 @@ bench: test-setup
 	$(PY) bench/run.py
 
 # Only what issue 18's targets compare (ours, BullMQ, the LPUSH/BLPOP ceiling,
-# the archiver, AOF on; a few minutes) -> bench/out/RESULTS.md.
+# the archiver, the Functions' instructions per job, AOF on; a few minutes)
+# -> bench/out/RESULTS.md.
 bench-targets: test-setup
 	$(PY) bench/run.py --targets
 

@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -249,26 +249,82 @@ def measure(
         return rounds.tally
 
 
-def report(mode: str, batch: int, tally: Tally, callgrind: bool) -> None:
+def figures(tally: Tally, callgrind: bool) -> dict[str, Any]:
+    """One mode's figures per job: each phase's calls, commands and cost
+    (instructions, or Redis CPU µs), the whole job's, and the memory left."""
     n = tally.jobs
-    per: Callable[[float], float] = lambda x: x / n  # noqa: E731
-    unit = "instructions" if callgrind else "Redis CPU µs"
-    print(f"\n{mode}, batches of {batch}, {n} jobs: per job, inside the Functions")
-    print(f"  {'phase':8} {'calls':>7} {'commands':>9} {unit:>14}")
-    for phase in PHASES:
-        if not tally.calls[phase]:
-            continue
-        cost = tally.instructions[phase] if callgrind else tally.cpu_s[phase] * 1e6
-        print(
-            f"  {phase:8} {per(tally.calls[phase]):7.3f} {per(tally.commands[phase]):9.2f} "
-            f"{per(cost):14,.1f}"
-        )
-    total = sum(tally.instructions.values()) if callgrind else sum(tally.cpu_s.values()) * 1e6
-    print(
-        f"  {'all':8} {per(sum(tally.calls.values())):7.3f} "
-        f"{per(sum(tally.commands.values())):9.2f} {per(total):14,.1f}"
-    )
-    print(f"  memory left per job: {per(tally.memory_bytes):,.0f} bytes")
+
+    def row(calls: float, commands: float, cost: float) -> dict[str, float]:
+        return {"calls": calls / n, "commands": commands / n, "cost": cost / n}
+
+    costs = tally.instructions if callgrind else {k: v * 1e6 for k, v in tally.cpu_s.items()}
+    phases = {
+        phase: row(tally.calls[phase], tally.commands[phase], costs[phase])
+        for phase in PHASES
+        if tally.calls[phase]
+    }
+    whole = row(sum(tally.calls.values()), sum(tally.commands.values()), sum(costs.values()))
+    return {"jobs": n, "phases": phases, "job": whole, "memory_bytes": tally.memory_bytes / n}
+
+
+def cost(
+    jobs: int,
+    batch: int = 32,
+    *,
+    callgrind: bool,
+    settings: Sequence[str] = (),
+    library: str | None = None,
+    modes: Sequence[str] = ("queued", "handed"),
+) -> dict[str, Any]:
+    """Both modes' figures (``figures``), counted by callgrind or timed."""
+    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
+    text = library or source()
+    jobs -= jobs % batch
+    return {
+        "unit": "instructions" if callgrind else "Redis CPU µs",
+        "batch": batch,
+        "redis": version.stdout.strip(),
+        "settings": list(settings),
+        "modes": {
+            mode: figures(
+                measure(mode == "handed", jobs, batch, callgrind, list(settings), text), callgrind
+            )
+            for mode in modes
+        },
+    }
+
+
+def table(result: dict[str, Any]) -> list[str]:
+    """Markdown rows, one column pair per mode (bench/report.py puts them in RESULTS.md)."""
+    modes: dict[str, dict[str, Any]] = result["modes"]
+    unit = result["unit"]
+    jobs = next(iter(modes.values()))["jobs"]
+    head = "| phase | " + " | ".join(f"{m}: commands | {m}: {unit}" for m in modes) + " |"
+    rows = [
+        "## What a job costs inside the Functions (bench/lua_cost.py)",
+        "",
+        f"The job path's Functions called directly in a fixed order, batches of "
+        f"{result['batch']}, {jobs} jobs per mode; per job. {result['redis']}; settings: "
+        f"{' '.join(result['settings']) or 'defaults'}. "
+        + (
+            "Counted by callgrind: the same under any load."
+            if unit == "instructions"
+            else "Timed (no valgrind here): this moves with the load."
+        ),
+        "",
+        head,
+        "| --- |" + " ---: | ---: |" * len(modes),
+    ]
+    for phase in (*PHASES, "job"):
+        cells = []
+        for figs in modes.values():
+            f = figs["job"] if phase == "job" else figs["phases"].get(phase)
+            cells += [f"{f['commands']:.2f}", f"{f['cost']:,.0f}"] if f else ["—", "—"]
+        if any(c != "—" for c in cells):
+            rows.append(f"| {phase} | " + " | ".join(cells) + " |")
+    memory = " | ".join(f" | {figs['memory_bytes']:,.0f} bytes" for figs in modes.values())
+    rows.append(f"| memory left per ended job |{memory} |")
+    return [*rows, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,14 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     callgrind = not a.cpu and shutil.which("valgrind") is not None
     if not a.cpu and not callgrind:
         print("valgrind not found: timing Redis's CPU instead (this moves with the load)")
-    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
-    print(f"redis: {version.stdout.strip()}; settings: {' '.join(a.redis_config) or 'defaults'}")
-    library = a.library.read_text() if a.library else source()
     modes = ("queued", "handed") if a.mode == "both" else (a.mode,)
-    for mode in modes:
-        jobs = a.jobs - a.jobs % a.batch
-        tally = measure(mode == "handed", jobs, a.batch, callgrind, a.redis_config, library)
-        report(mode, a.batch, tally, callgrind)
+    library = a.library.read_text() if a.library else None
+    result = cost(
+        a.jobs, a.batch, callgrind=callgrind, settings=a.redis_config, library=library, modes=modes
+    )
+    print("\n".join(table(result)))
     return 0
 
 

@@ -69,6 +69,10 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
         latency = gw.get("latency") if ok(gw) else None
         job_run = latency["p50_ms"] if ok(latency) else None
         out += dispatch_table(results["dispatch"], job_run)
+    if ok(results.get("lua-cost")):
+        from lua_cost import table as lua_cost_table
+
+        out += lua_cost_table(results["lua-cost"])
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

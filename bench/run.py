@@ -9,10 +9,12 @@
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
 supervisor, supervisor-latency, gateway, archiver, scale, interop, sandbox,
-dispatch, arq, rq, celery, dramatiq, saq, taskiq, bullmq, naive,
+dispatch, lua-cost, arq, rq, celery, dramatiq, saq, taskiq, bullmq, naive,
 redis-benchmark, aof. ``--targets`` runs supervisor, supervisor-latency,
-gateway, archiver, scale, bullmq, naive and aof: every figure issue 18's
-targets compare, BullMQ beside us, without the slow Python peers.
+gateway, archiver, scale, lua-cost, bullmq, naive and aof: every figure issue
+18's targets compare, BullMQ beside us, without the slow Python peers, and
+what a job costs inside the Functions counted in instructions (lua-cost, a
+machine's load does not move it).
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
 redis-server (AOF off, loopback, free port) is started once and FLUSHALLed
@@ -64,6 +66,7 @@ OURS = [
     "interop",
     "sandbox",
     "dispatch",
+    "lua-cost",
 ]
 #: Runs on a second redis-server of its own, with AOF on (appendfsync everysec).
 AOF = "aof"
@@ -75,6 +78,7 @@ TARGETS = [
     "gateway",
     "archiver",
     "scale",
+    "lua-cost",
     "bullmq",
     "naive",
     AOF,
@@ -241,6 +245,19 @@ def section_dispatch(url: str, a: argparse.Namespace) -> dict[str, Any]:
     return eventloop.run(dispatch_bench.dispatch_cost(calls, a.runs))
 
 
+def section_lua_cost(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    """Instructions per job inside the Functions (callgrind; timed without
+    valgrind, and in a quick run). Its own redis-server: the sitting's is not
+    run under callgrind."""
+    import shutil
+
+    import lua_cost
+
+    if a.quick:
+        return lua_cost.cost(64, callgrind=False)
+    return lua_cost.cost(1024, callgrind=shutil.which("valgrind") is not None)
+
+
 def section_peer(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
     from peers_venv import peer_argv
 
@@ -307,6 +324,7 @@ def run_section(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
         "interop": section_interop,
         "sandbox": section_sandbox,
         "dispatch": section_dispatch,
+        "lua-cost": section_lua_cost,
         "redis-benchmark": section_redis_benchmark,
     }
     if name == AOF:
