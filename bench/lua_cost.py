@@ -5,33 +5,44 @@ redis-server: no gateway, no actor process, nothing that races. Each round:
 
 - ``queued`` (no idle actor): ``hero_submit_many`` of ``--batch`` jobs, their
   ``hero_start_jobs`` (into the work queue), a ``hero_cycle`` that claims
-  them, and a ``hero_cycle`` that reports them finished;
+  them, and a ``hero_cycle`` that reports them finished: the WebSocket
+  batches' path (``job.create`` then ``job.start``);
 - ``handed`` (an idle actor offers its slots): a ``hero_cycle`` that offers
   ``--batch`` slots, the submit, the start (each job handed straight to the
-  actor, marked started), and the report.
+  actor, marked started), and the report. A real actor offers in the cycle
+  that reports; here the offer is a call of its own, so it is counted apart;
+- ``run``: one ``hero_submit_many`` that creates and starts the jobs (as
+  ``Supervisor.submit_many``, the in-process bench's producer, and
+  ``job.run`` do), then the claim and the report as in ``queued``.
+
+Every job's script is a few bytes and its actor's names are short, so each
+job hash stays a listpack, as the benchmarks' jobs do (docs/performance.md).
 
 With valgrind installed, redis-server runs under callgrind, which counts the
 instructions it executes inside each ``FCALL`` (``--toggle-collect`` and one
-dump per call). The count is the same on a quiet and on a loaded machine, and
-from one run to the next, so two trees are compared by running this in each
-and a change of 1 % shows; timing the whole path on these shared machines
-cannot see 5 %. Without valgrind (or with ``--cpu``) it prints Redis's own
-CPU time per job instead (``INFO cpu``), which moves with the machine's load.
+dump per call). The machine's load does not move the count, and one run
+gives what the last did within about 1 % per phase (Redis seeds its hash
+functions and skiplist levels at random), so two trees are compared by
+running this in each and a change of 1 % shows; timing the whole path on
+these shared machines cannot see 5 %. Without valgrind (or with ``--cpu``)
+it prints Redis's own CPU time per job instead (``INFO cpu``), which moves
+with the machine's load.
 
 Commands per job come from ``INFO commandstats``, per phase.
 
-    .venv/bin/python bench/lua_cost.py                 # both modes, batches of 32
+    .venv/bin/python bench/lua_cost.py                 # every mode, batches of 32
     .venv/bin/python bench/lua_cost.py --batch 1 --jobs 256
     .venv/bin/python bench/lua_cost.py --cpu --jobs 20000
     .venv/bin/python bench/lua_cost.py --redis-config hash-max-listpack-entries=16
     .venv/bin/python bench/lua_cost.py --library /tmp/variant.lua   # an experiment
 
-"memory left per job" is what Redis's ``used_memory`` grew by over the
+"memory left per ended job" is what Redis's ``used_memory`` grew by over the
 counted rounds, per job: the ended job's hash, its index entries, its events
 and reply, all retained (``HERO_JOB_TTL``).
 
 Under callgrind Redis runs about fifty times slower: the defaults (1,024 jobs
-a mode, after a warm-up that is not counted) take about a minute.
+a mode, after a warm-up of 256 that is not counted) take 20 to 40 seconds a
+mode.
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ from gateway.supervisor.library import source
 
 R = TypeVar("R")
 PHASES = ("offer", "submit", "start", "claim", "report")
+MODES = ("queued", "handed", "run")
 SCRIPT_TYPE, GROUP, INSTANCE = "python", "default", "lua-cost"
 WARM_UP = 256  # jobs before counting starts: the library loaded, the keys made
 
@@ -143,8 +155,9 @@ class Server:
 class Rounds:
     """The job path's Functions in a fixed order, each call noted by phase."""
 
-    def __init__(self, server: Server, config: Config, handed: bool) -> None:
-        self.server, self.config, self.handed = server, config, handed
+    def __init__(self, server: Server, config: Config, mode: str) -> None:
+        self.server, self.config, self.mode = server, config, mode
+        self.handed = handed = mode == "handed"
         self.client = server.client
         self.actor = lib.Actor(
             name=f"{SCRIPT_TYPE}:{GROUP}:{INSTANCE}",
@@ -204,10 +217,12 @@ class Rounds:
             if self.handed:
                 self.cycle("offer", counting, want=batch, offer=True)
             queued = [(s, keys.dispatch_queue(s)) for s in specs]
-            self.call("submit", lib.submit_many(False, queued), counting)
-            self.call("start", lib.start_many([(s.job_id, None) for s in specs]), counting)
+            together = self.mode == "run"
+            self.call("submit", lib.submit_many(together, queued), counting)
+            if not together:
+                self.call("start", lib.start_many([(s.job_id, None) for s in specs]), counting)
             if self.handed:  # published to the actor; its rows read back as an adopt would
-                outcomes = [self._handed_outcome(s.job_id) for s in specs]
+                outcomes = [self._handed_outcome(s) for s in specs]
             else:
                 claimed = self.cycle("claim", counting, want=batch).claimed
                 outcomes = [c.ended("finished", c.script) for c in claimed]
@@ -217,23 +232,34 @@ class Rounds:
             if counting:
                 self.tally.jobs += batch
 
-    def _handed_outcome(self, job_id: str) -> lib.Outcome:
-        status, run, attempt = self.client.hmget(keys.job(job_id), "status", "run", "attempt")
+    def _handed_outcome(self, spec: JobSpec) -> lib.Outcome:
+        """The end of a job handed off, as its run reports it (its script as output)."""
+        job = keys.job(spec.job_id)
+        status, run, attempt = self.client.hmget(job, "status", "run", "attempt")
         if status != b"started":
-            raise RuntimeError(f"job {job_id} was not handed to the actor: {status!r}")
-        return lib.Outcome(job_id, "finished", "out", attempt=int(attempt), run=run.decode())
+            raise RuntimeError(f"job {spec.job_id} was not handed to the actor: {status!r}")
+        return lib.Outcome(
+            spec.job_id, "finished", spec.script, attempt=int(attempt), run=run.decode()
+        )
 
 
 def measure(
-    handed: bool, jobs: int, batch: int, callgrind: bool, settings: list[str], library: str
+    mode: str,
+    jobs: int,
+    batch: int,
+    *,
+    callgrind: bool,
+    settings: Sequence[str],
+    library: str,
+    warm_up: int = WARM_UP,
 ) -> Tally:
     with tempfile.TemporaryDirectory(prefix="lua-cost-") as tmp:
-        server = Server(Path(tmp), callgrind, settings)
+        server = Server(Path(tmp), callgrind, list(settings))
         try:
             config = Config(redis_url=f"redis://127.0.0.1:{server.port}/0")
             server.client.execute_command("FUNCTION", "LOAD", "REPLACE", library)
-            rounds = Rounds(server, config, handed)
-            rounds.run("warm", WARM_UP, batch, counting=False)
+            rounds = Rounds(server, config, mode)
+            rounds.run("warm", warm_up, batch, counting=False)
             server.instrument()
             memory = int(server.client.info("memory")["used_memory"])
             rounds.run("job", jobs, batch, counting=True)
@@ -274,9 +300,10 @@ def cost(
     callgrind: bool,
     settings: Sequence[str] = (),
     library: str | None = None,
-    modes: Sequence[str] = ("queued", "handed"),
+    modes: Sequence[str] = MODES,
+    warm_up: int = WARM_UP,
 ) -> dict[str, Any]:
-    """Both modes' figures (``figures``), counted by callgrind or timed."""
+    """Each mode's figures (``figures``), counted by callgrind or timed."""
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
     text = library or source()
     jobs -= jobs % batch
@@ -287,7 +314,16 @@ def cost(
         "settings": list(settings),
         "modes": {
             mode: figures(
-                measure(mode == "handed", jobs, batch, callgrind, list(settings), text), callgrind
+                measure(
+                    mode,
+                    jobs,
+                    batch,
+                    callgrind=callgrind,
+                    settings=settings,
+                    library=text,
+                    warm_up=warm_up,
+                ),
+                callgrind,
             )
             for mode in modes
         },
@@ -307,9 +343,9 @@ def table(result: dict[str, Any]) -> list[str]:
         f"{result['batch']}, {jobs} jobs per mode; per job. {result['redis']}; settings: "
         f"{' '.join(result['settings']) or 'defaults'}. "
         + (
-            "Counted by callgrind: the same under any load."
+            "Counted by callgrind: the load does not move it."
             if unit == "instructions"
-            else "Timed (no valgrind here): this moves with the load."
+            else "Timed, not counted: this moves with the load."
         ),
         "",
         head,
@@ -331,7 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=1024, help="jobs counted per mode (default 1024)")
     p.add_argument("--batch", type=int, default=32, help="jobs per Function call (default 32)")
-    p.add_argument("--mode", choices=("queued", "handed", "both"), default="both")
+    p.add_argument("--mode", choices=(*MODES, "all"), default="all")
+    p.add_argument(
+        "--warm-up", type=int, default=WARM_UP, help=f"jobs run before counting (default {WARM_UP})"
+    )
     p.add_argument("--cpu", action="store_true", help="time Redis's CPU instead of callgrind")
     p.add_argument(
         "--redis-config",
@@ -347,15 +386,21 @@ def main(argv: list[str] | None = None) -> int:
         "(an experiment: the Functions' arguments must be this tree's)",
     )
     a = p.parse_args(argv)
-    if a.jobs < a.batch or a.batch < 1 or a.batch > 100:
-        p.error("--batch must be 1..100 and --jobs at least one batch")
+    if a.jobs < a.batch or a.batch < 1 or a.batch > 100 or a.warm_up < 0:
+        p.error("--batch must be 1..100, --jobs at least one batch, --warm-up not negative")
     callgrind = not a.cpu and shutil.which("valgrind") is not None
     if not a.cpu and not callgrind:
         print("valgrind not found: timing Redis's CPU instead (this moves with the load)")
-    modes = ("queued", "handed") if a.mode == "both" else (a.mode,)
+    modes = MODES if a.mode == "all" else (a.mode,)
     library = a.library.read_text() if a.library else None
     result = cost(
-        a.jobs, a.batch, callgrind=callgrind, settings=a.redis_config, library=library, modes=modes
+        a.jobs,
+        a.batch,
+        callgrind=callgrind,
+        settings=a.redis_config,
+        library=library,
+        modes=modes,
+        warm_up=a.warm_up,
     )
     print("\n".join(table(result)))
     return 0
