@@ -33,12 +33,14 @@ system-deps:
 
 # What only the tests need: Node and npm (the JS client and OpenRPC ecosystem
 # tests), Chromium (the browser test, driven by Playwright; Playwright's own
-# browser downloads are never used).
+# browser downloads are never used), valgrind (bench/lua_cost.py's count of
+# instructions under callgrind, which a test runs).
 test-system-deps:
 	@missing=""; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v valgrind >/dev/null || missing="$$missing valgrind"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(APT) update -qq && $(APT) install -y -qq $$missing; \

@@ -140,6 +140,8 @@ def test_a_stream_type_must_be_a_script_type() -> None:
 def test_a_redis_password_is_masked_wherever_the_url_writes_it() -> None:
     """redis-py reads a password from the query string too (``?password=``)."""
     assert mask_password("redis://u:p@ss@h:1/0") == "redis://u:***@h:1/0"
+    assert mask_password("redis://:pw@h:6379/0") == "redis://:***@h:6379/0"  # no user: AUTH pw
+    assert mask_password("rediss://:s3cr3t@h") == "rediss://:***@h"
     url = "redis://127.0.0.1:7451/0?username=tester&password=PW1&db=2"
     assert mask_password(url) == "redis://127.0.0.1:7451/0?username=tester&password=***&db=2"
     assert mask_password("unix:///run/r.sock?password=PW1") == "unix:///run/r.sock?password=***"
