@@ -218,9 +218,16 @@ STEPS = ("created", "dispatched", "started", "finished")
 
 
 async def _asleep(sup: Supervisor) -> None:
-    """Run one job, then let KEEP_AWAKE (0.05 s in ``drowsy``) pass."""
+    """Run one job, then wait until the reader sleeps: KEEP_AWAKE (0.05 s in
+    ``drowsy``) passed and the blocked read it was in then ended. A fixed
+    0.3 s was sometimes too short, and a test of the wake-up then met an
+    awake reader (no XREVRANGE to count)."""
     await sup.run(job("before", script_type="osis"), wait=10)
-    await asyncio.sleep(0.3)
+
+    async def sleeping() -> bool:
+        return sup._reader._asleep  # no public view of the reader's state
+
+    await eventually(sleeping, within=10)
 
 
 async def _run_while_asleep(sup: Supervisor) -> str:
