@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,10 +61,13 @@ from typing import Any, TypeVar
 
 import redis
 from gateway.config import Config
+from gateway.embedded_redis import free_port
 from gateway.model import library as lib
 from gateway.model.job import JobSpec
 from gateway.supervisor import keys
 from gateway.supervisor.library import source
+
+from common import redis_cpu
 
 R = TypeVar("R")
 PHASES = ("offer", "submit", "start", "claim", "report")
@@ -93,9 +95,7 @@ class Server:
 
     def __init__(self, work: Path, callgrind: bool, settings: list[str]) -> None:
         self.work, self.callgrind = work, callgrind
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.port = free_port()
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
         argv += ["--save", "", "--appendonly", "no", "--dir", str(work)]
         for setting in settings:  # "name=value": a redis-server option
@@ -156,7 +156,7 @@ class Rounds:
     """The job path's Functions in a fixed order, each call noted by phase."""
 
     def __init__(self, server: Server, config: Config, mode: str) -> None:
-        self.server, self.config, self.mode = server, config, mode
+        self.config, self.mode = config, mode
         self.handed = handed = mode == "handed"
         self.client = server.client
         self.actor = lib.Actor(
@@ -192,8 +192,7 @@ class Rounds:
         return sum(int(v["calls"]) for k, v in stats.items() if not k.startswith("cmdstat_info"))
 
     def _cpu(self) -> float:
-        cpu: dict[str, Any] = self.client.info("cpu")
-        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+        return redis_cpu(self.client)
 
     def cycle(self, phase: str, counting: bool, **kw: Any) -> lib.CycleReply:
         defaults: dict[str, Any] = {
@@ -273,6 +272,11 @@ def measure(
             for phase, n in zip(rounds.order, counts, strict=True):
                 rounds.tally.instructions[phase] += n
         return rounds.tally
+
+
+def can_count() -> bool:
+    """Whether instructions can be counted here (valgrind installed); else timed."""
+    return shutil.which("valgrind") is not None
 
 
 def figures(tally: Tally, callgrind: bool) -> dict[str, Any]:
@@ -388,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.jobs < a.batch or a.batch < 1 or a.batch > 100 or a.warm_up < 0:
         p.error("--batch must be 1..100, --jobs at least one batch, --warm-up not negative")
-    callgrind = not a.cpu and shutil.which("valgrind") is not None
+    callgrind = not a.cpu and can_count()
     if not a.cpu and not callgrind:
         print("valgrind not found: timing Redis's CPU instead (this moves with the load)")
     modes = MODES if a.mode == "all" else (a.mode,)

@@ -249,13 +249,11 @@ def section_lua_cost(url: str, a: argparse.Namespace) -> dict[str, Any]:
     """Instructions per job inside the Functions (callgrind; timed without
     valgrind, and in a quick run). Its own redis-server: the sitting's is not
     run under callgrind."""
-    import shutil
-
     import lua_cost
 
     if a.quick:
         return lua_cost.cost(64, callgrind=False)
-    return lua_cost.cost(1024, callgrind=shutil.which("valgrind") is not None)
+    return lua_cost.cost(1024, callgrind=lua_cost.can_count())
 
 
 def section_peer(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
