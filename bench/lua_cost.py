@@ -53,7 +53,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +60,7 @@ from typing import Any, TypeVar
 
 import redis
 from gateway.config import Config
-from gateway.embedded_redis import free_port
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.model import library as lib
 from gateway.model.job import JobSpec
 from gateway.supervisor import keys
@@ -90,75 +89,46 @@ class Tally:
     memory_bytes: int = 0
 
 
-class Server:
-    """A private redis-server on a free loopback port, under callgrind when asked."""
+def under_callgrind(work: Path) -> list[str]:
+    """valgrind's argv for a redis-server whose instructions are counted only
+    inside FCALL, one dump file per call (cg.out.1, .2, ...), from the moment
+    `instrument` says so (the warm-up before is not counted)."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--toggle-collect=fcallCommand",
+        "--dump-after=fcallCommand",
+        f"--callgrind-out-file={work / 'cg.out'}",
+    ]
 
-    def __init__(self, work: Path, callgrind: bool, settings: list[str]) -> None:
-        self.work, self.callgrind = work, callgrind
-        self.port = free_port()
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        argv += ["--save", "", "--appendonly", "no", "--dir", str(work)]
-        for setting in settings:  # "name=value": a redis-server option
-            name, _, value = setting.partition("=")
-            argv += [f"--{name}", value]
-        if callgrind:
-            # collect only inside FCALL, one dump file per call (cg.out.1, .2, ...)
-            argv = [
-                "valgrind",
-                "--tool=callgrind",
-                "--instr-atstart=no",
-                "--toggle-collect=fcallCommand",
-                "--dump-after=fcallCommand",
-                f"--callgrind-out-file={work / 'cg.out'}",
-                *argv,
-            ]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port, socket_timeout=600)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.1)
 
-    def instrument(self) -> None:
-        """From here on, callgrind counts (the warm-up before is not counted)."""
-        if self.callgrind:
-            subprocess.run(
-                ["callgrind_control", "-i", "on", str(self.proc.pid)],
-                check=True,
-                capture_output=True,
-            )
+def instrument(server: EmbeddedRedis) -> None:
+    """From here on, callgrind counts."""
+    assert server.process is not None
+    subprocess.run(
+        ["callgrind_control", "-i", "on", str(server.process.pid)],
+        check=True,
+        capture_output=True,
+    )
 
-    def dumps(self) -> list[int]:
-        """Instructions of each FCALL counted, in the order they ran."""
-        files = sorted(self.work.glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
-        counts = []
-        for path in files:
-            found = re.search(r"^summary: (\d+)", path.read_text(), re.MULTILINE)
-            counts.append(int(found.group(1)) if found else 0)
-        return counts
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def dumps(work: Path) -> list[int]:
+    """Instructions of each FCALL counted, in the order they ran."""
+    files = sorted(work.glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
+    counts = []
+    for path in files:
+        found = re.search(r"^summary: (\d+)", path.read_text(), re.MULTILINE)
+        counts.append(int(found.group(1)) if found else 0)
+    return counts
 
 
 class Rounds:
     """The job path's Functions in a fixed order, each call noted by phase."""
 
-    def __init__(self, server: Server, config: Config, mode: str) -> None:
-        self.config, self.mode = config, mode
+    def __init__(self, client: redis.Redis, config: Config, mode: str) -> None:
+        self.config, self.mode, self.client = config, mode, client
         self.handed = handed = mode == "handed"
-        self.client = server.client
         self.actor = lib.Actor(
             name=f"{SCRIPT_TYPE}:{GROUP}:{INSTANCE}",
             ctl=keys.ctl(SCRIPT_TYPE, GROUP, INSTANCE),
@@ -253,25 +223,43 @@ def measure(
     warm_up: int = WARM_UP,
 ) -> Tally:
     with tempfile.TemporaryDirectory(prefix="lua-cost-") as tmp:
-        server = Server(Path(tmp), callgrind, list(settings))
+        work = Path(tmp)
+        server = EmbeddedRedis(
+            work,
+            appendonly=False,
+            settings={name: value for name, _, value in (s.partition("=") for s in settings)},
+            wrapper=under_callgrind(work) if callgrind else (),
+        )
+        server.start(timeout=60)  # under callgrind Redis starts in seconds
+        client = redis.Redis.from_url(server.url, socket_timeout=600)
         try:
-            config = Config(redis_url=f"redis://127.0.0.1:{server.port}/0")
-            server.client.execute_command("FUNCTION", "LOAD", "REPLACE", library)
-            rounds = Rounds(server, config, mode)
+            config = Config(redis_url=server.url)
+            client.execute_command("FUNCTION", "LOAD", "REPLACE", library)
+            rounds = Rounds(client, config, mode)
             rounds.run("warm", warm_up, batch, counting=False)
-            server.instrument()
-            memory = int(server.client.info("memory")["used_memory"])
+            if callgrind:
+                instrument(server)
+            memory = int(client.info("memory")["used_memory"])
             rounds.run("job", jobs, batch, counting=True)
-            rounds.tally.memory_bytes = int(server.client.info("memory")["used_memory"]) - memory
+            rounds.tally.memory_bytes = int(client.info("memory")["used_memory"]) - memory
         finally:
-            server.stop()
+            client.close()
+            server.stop(timeout=60)
         if callgrind:
-            counts = server.dumps()
+            counts = dumps(work)
             if len(counts) != len(rounds.order):
                 raise RuntimeError(f"{len(counts)} callgrind dumps for {len(rounds.order)} calls")
             for phase, n in zip(rounds.order, counts, strict=True):
                 rounds.tally.instructions[phase] += n
         return rounds.tally
+
+
+def setting(text: str) -> str:
+    """A ``--redis-config`` as given, when it is NAME=VALUE (argparse's check)."""
+    name, eq, _ = text.partition("=")
+    if not name or not eq:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return text
 
 
 def can_count() -> bool:
@@ -378,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true", help="time Redis's CPU instead of callgrind")
     p.add_argument(
         "--redis-config",
+        type=setting,
         action="append",
         default=[],
         metavar="NAME=VALUE",

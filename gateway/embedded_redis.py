@@ -13,8 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -63,6 +63,12 @@ class EmbeddedRedis:
     the same port (ours failed to bind) is not mistaken for it. The child runs
     in its own session, so a Ctrl-C in the terminal reaches only its parent,
     which stops it after the clients that use it.
+
+    ``settings`` are further redis-server options (name, value) after ours,
+    which they override; ``wrapper`` is a command the server runs under, its
+    argv before redis-server's (valgrind, for bench/lua_cost.py), which must
+    exec redis-server in its own process, as the readiness check asks the
+    server for its pid.
     """
 
     data_dir: Path
@@ -71,6 +77,8 @@ class EmbeddedRedis:
     process: subprocess.Popen[bytes] | None = None
     #: Stop with the parent process even when it is killed (``dev``; see dies_with_parent).
     tied_to_parent: bool = False
+    settings: Mapping[str, str] = field(default_factory=dict)
+    wrapper: Sequence[str] = ()
 
     @property
     def url(self) -> str:
@@ -85,8 +93,10 @@ class EmbeddedRedis:
         elif (error := bind_error("127.0.0.1", self.port)) is not None:
             raise RuntimeError(f"cannot listen on 127.0.0.1:{self.port}: {error.strerror}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        extra = [arg for name, value in self.settings.items() for arg in (f"--{name}", value)]
         self.process = subprocess.Popen(
             [
+                *self.wrapper,
                 binary,
                 "--bind",
                 "127.0.0.1",
@@ -104,6 +114,7 @@ class EmbeddedRedis:
                 str(self.data_dir / "redis.log"),
                 "--maxclients",
                 "20000",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
