@@ -181,27 +181,24 @@ def fast(config: Config) -> Config:
 @pytest.fixture
 async def fsup(fast: Config, rds: aioredis.Redis) -> AsyncIterator[Supervisor]:
     """A supervisor on ``fast`` (a module may override ``fast``: stream mode, say),
-    leading maintenance (``_take_the_lead``)."""
+    leading maintenance (``hold_the_lead``)."""
     sup = await Supervisor.connect(fast)
-    await _take_the_lead(sup, rds)
+    await hold_the_lead(sup, rds)
     yield sup
     await sup.close()
 
 
-async def _take_the_lead(sup: Supervisor, rds: aioredis.Redis, within: float = 10.0) -> None:
-    """Until ``sup`` holds the maintenance lead on this test's Redis. The
-    session's shared server (``tests.server_support``) runs maintenance on the
-    same Redis with the default settings (a tick a second, a 30 s timeout
-    grace, a 3 s lease): when its tick came first after the test's flush, it
-    led, and a test of fast timeouts waited on it (seen once, under load: a
-    10 s wait for a 1 s timeout). The lead is dropped until ``sup``, which
-    ticks five times as often, takes it."""
-    deadline = time.monotonic() + within
-    while await rds.get(keys.LEADER) != sup.maintenance.holder:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the fast supervisor did not take the lead in {within} s")
-        await rds.delete(keys.LEADER)
-        await asyncio.sleep(0.05)
+async def hold_the_lead(sup: Supervisor, rds: aioredis.Redis) -> None:
+    """The maintenance lead given to ``sup``. The session's shared server
+    (``tests.server_support``) runs maintenance on the same Redis with the
+    default settings (a tick a second, a 30 s timeout grace, a 3 s lease): when
+    its tick came first after the test's flush, it led, and a test of fast
+    timeouts waited on it (seen once, under load: a 10 s wait for a 1 s
+    timeout). ``hero_lead`` renews a lead whose value is the caller's, so
+    ``sup`` keeps it from its next tick, at its own lease, and the other never
+    takes it while ``sup`` ticks; a supervisor whose loop is stopped
+    (``helpers.by_hand``) keeps it for this minute."""
+    await rds.set(keys.LEADER, sup.maintenance.holder, px=60_000)
 
 
 @pytest.fixture(name="python_actor")

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.supervisor import Supervisor, keys
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hold_the_lead
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -163,5 +163,5 @@ async def by_hand(sup: Supervisor, rds: aioredis.Redis) -> None:
     lead held for it, so no other gateway on this Redis (the session's shared
     server) ticks meanwhile; a tick of that one already under way ends first."""
     await sup.maintenance.stop()
-    await rds.set(keys.LEADER, sup.maintenance.holder, px=60_000)
+    await hold_the_lead(sup, rds)
     await asyncio.sleep(0.2)
