@@ -279,3 +279,47 @@ async def test_output_of_an_id_another_caller_holds_is_not_found(sup: Supervisor
         with pytest.raises(JobNotFound):
             await sup.output("taken", wait, caller_id="alice")
     assert sup.waits.waiting == 0
+
+
+# -- a job deleted while waited on ------------------------------------------------------
+
+
+async def _started(rds: aioredis.Redis, job_id: str) -> bool:
+    return bool(await rds.hget(keys.job(job_id), "status") == "started")
+
+
+@pytest.mark.parametrize("where", ["this gateway", "another gateway"])
+async def test_a_running_job_deleted_while_waited_on_is_not_found_at_once(
+    sup: Supervisor, config: Config, rds: aioredis.Redis, actors: Any, where: str
+) -> None:
+    """Its end never comes (the actor is told to stop, and what it reports
+    for a job whose hash is gone is dropped), so the waiter is told the job
+    is gone, as a read of it now would say, not kept until its wait times out.
+    From another gateway too, whose waiter this one's delete cannot reach."""
+    actors()
+    other = await Supervisor.connect(config) if where == "another gateway" else sup
+    try:
+        await sup.create(job("import time; time.sleep(60)", job_id="doomed"))
+        await sup.start("doomed")
+        await eventually(lambda: _started(rds, "doomed"), within=20)
+        waiting = asyncio.create_task(other.output("doomed", wait=30))
+        await asyncio.sleep(0.3)  # the waiter is registered and has read the job
+        assert await sup.delete("doomed") == {"deleted": 1}
+        async with asyncio.timeout(5):  # the sweep's longest back-off is 2 s
+            with pytest.raises(JobNotFound):
+                await waiting
+        assert other.waits.waiting == 0
+    finally:
+        if other is not sup:
+            await other.close()
+
+
+async def test_a_created_job_deleted_while_waited_on_is_not_found(sup: Supervisor) -> None:
+    """No actor: the sweep looks at the job, and finds it gone."""
+    await sup.create(job("never runs", job_id="unrun", script_type="osis"))
+    waiting = asyncio.create_task(sup.output("unrun", wait=30))
+    await asyncio.sleep(0.3)
+    await sup.delete("unrun")
+    async with asyncio.timeout(5):
+        with pytest.raises(JobNotFound):
+            await waiting

@@ -199,6 +199,7 @@ class Supervisor:
         try:
             await self._reader.awake()
             reply = await self._submit(job, start=True)
+            self.waits.exists(job.job_id)
             if reply.verdict is not Verdict.EXISTS:
                 self.waits.created(job.job_id)
             if reply.status in TERMINAL:  # failed at once, or an ended job of this caller
@@ -224,6 +225,7 @@ class Supervisor:
         except BaseException:
             self.waits.forget(job_id, fut)
             raise
+        self.waits.exists(job_id)
         if now["status"] in TERMINAL:
             self.waits.resolve(job_id, now, owner)
         return await self.waits.wait(job_id, fut, _wait_seconds(wait, default=MAX_WAIT))
@@ -276,7 +278,12 @@ class Supervisor:
 
     @guarded
     async def delete(self, job_id: str, caller_id: str | None = None) -> dict[str, Any]:
-        return {"deleted": await self._call(functions.delete(job_id, caller_id))}
+        """A waiter on this gateway is told at once that the job is gone (its
+        end never comes); one on another gateway by its sweep (``waits``)."""
+        deleted = await self._call(functions.delete(job_id, caller_id))
+        if deleted:
+            self.waits.fail(job_id, JobNotFound(job_id))
+        return {"deleted": deleted}
 
     @guarded
     async def purge(self, status: str = "finished", older_than: float = 0.0) -> dict[str, Any]:

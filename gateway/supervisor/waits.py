@@ -12,10 +12,17 @@ by whichever signal comes first:
 - hash-only actors write only the hash.
 
 The last two are found by one batched sweep (a single pipeline for all
-outstanding waits) that backs off per job, and skips jobs our actors have
-claimed, whose end the events stream will announce anyway. Not in compat
-mode: there a legacy actor may have popped a copy of the job and end it
-while ours still runs it, and that first end is the job's.
+outstanding waits) that backs off per job. A job our actors have claimed
+is not ended by the sweep: the events stream will announce its end (not in
+compat mode, where a legacy actor may have popped a copy of the job and end
+it while ours still runs it, and that first end is the job's).
+
+A job deleted while waited on has no end to announce: its actor is told to
+stop, and what it reports for a job whose hash is gone is dropped. So once
+a wait has seen its job exist (``exists``), the sweep, which looks at our
+actors' jobs too for this, takes a missing hash for a job that is gone and
+tells the waiters so (``JobNotFound``), as a read of it would; a delete on
+the waiters' own gateway tells them at once (``Supervisor.delete``).
 
 A wait is kept by job id, and an id outlives its job: deleted (or expired)
 while someone waits, it may be taken by another caller, whose job's end then
@@ -69,6 +76,8 @@ class _Wait:
     #: Each waiter, and the caller it was admitted for (None: it may see every job).
     futures: dict[asyncio.Future[Result], str | None] = field(default_factory=dict)
     ours: bool = False  # claimed by one of our actors: the events stream will tell
+    #: The job was seen since the wait began: a missing hash now means it is gone.
+    known: bool = False
     #: The waiter created the job, so every event of it is of this round.
     created: bool = False
     next_check: float = 0.0
@@ -178,6 +187,14 @@ class WaitHub:
         if wait is not None:
             wait.created = True
 
+    def exists(self, job_id: str) -> None:
+        """The job was read or written after the waiter registered: from now
+        on, a missing hash means it was deleted (a ``run``'s waiter registers
+        before its job exists)."""
+        wait = self._waits.get(job_id)
+        if wait is not None:
+            wait.known = True
+
     def forget(self, job_id: str, fut: asyncio.Future[Result]) -> None:
         wait = self._waits.get(job_id)
         if wait is None:
@@ -248,7 +265,7 @@ class WaitHub:
 
     async def _sweep(self) -> None:
         now = time.monotonic()
-        due = [j for j, w in self._waits.items() if not w.ours and w.next_check <= now]
+        due = [j for j, w in self._waits.items() if w.next_check <= now]
         if not due:
             return
         commands: list[tuple[str | int, ...]] = []
@@ -266,7 +283,14 @@ class WaitHub:
                 continue
             status, output, error, owner = mine[0]
             replies = [r for r in mine[1:] if r is not None]  # a refused LINDEX: none
-            if status in TERMINAL:
+            wait = self._waits.get(job_id)
+            if wait is None:  # ended while the sweep read
+                continue
+            if status is None and wait.known:  # deleted since the wait saw it
+                self.fail(job_id, JobNotFound(job_id))
+            elif wait.ours:  # its end is the events stream's to tell
+                self._later(job_id, now)
+            elif status in TERMINAL:
                 with contextlib.suppress(ResponseError):  # the end is the waiter's all the same
                     await self._reconcile(job_id)  # index, event and dependents catch up
                 self.resolve(job_id, result(job_id, status, output, error), owner or "")
