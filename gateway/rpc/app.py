@@ -33,13 +33,14 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from gateway import contract
+from gateway.config import DEFAULTS
 from gateway.errors import BackendUnavailable, HeroError, Overloaded, Unauthenticated
 from gateway.rpc.backends import KeyStore, MetricsSink, ServedSupervisor
 from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator
 from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit
 from gateway.rpc.messages import Failure
-from gateway.rpc.protocol import MAX_BATCH, encode_reply, encode_response, parse_frame
+from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
 from gateway.rpc.revocation import Revoker
 from gateway.rpc.websocket import Connection
 from gateway.web import web_routes
@@ -54,20 +55,21 @@ RETRY_AFTER = "1"
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What the transport enforces (from ``gateway.config``)."""
+    """What the transport enforces (``server.limits`` fills it from the
+    config; the defaults are the config's, for an app built without one)."""
 
-    max_message_bytes: int = 1_048_576
-    max_inflight: int = 64
+    max_message_bytes: int = DEFAULTS.max_message_bytes
+    max_inflight: int = DEFAULTS.max_inflight
     #: Most elements of one batch; a longer one is answered with one -32600.
-    max_batch: int = MAX_BATCH
+    max_batch: int = DEFAULTS.max_batch
     #: Reply bytes a WebSocket may leave unread before the gateway stops reading it.
-    max_unsent_bytes: int = 1_048_576
+    max_unsent_bytes: int = DEFAULTS.max_unsent_bytes
     #: Seconds a WebSocket over ``max_unsent_bytes`` gets to read before it is closed 1008.
-    unsent_grace: float = 10.0
+    unsent_grace: float = DEFAULTS.unsent_grace
     #: Seconds a WebSocket opened without an identity gets to ``auth.login``.
-    auth_timeout: float = 10.0
+    auth_timeout: float = DEFAULTS.auth_timeout
     #: WebSockets this process serves at once; past it an upgrade is answered 503.
-    max_connections: int = 4096
+    max_connections: int = DEFAULTS.max_connections
     #: Never serve unauthenticated clients, even with no keys (non-loopback listeners).
     require_keys: bool = False
     #: Validate results against the contract (tests).

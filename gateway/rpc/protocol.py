@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from gateway.config import DEFAULTS
 from gateway.rpc import codes, wellformed
 from gateway.rpc.context import CallContext
 from gateway.rpc.dispatch import Dispatcher
@@ -53,8 +54,8 @@ log = logging.getLogger("gateway.rpc")
 
 _MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
-#: Most elements of a batch, where the transport does not say (HERO_MAX_BATCH).
-MAX_BATCH = 256
+#: Most elements of a batch, where the transport does not say: HERO_MAX_BATCH's default.
+MAX_BATCH = DEFAULTS.max_batch
 
 
 def parse_frame(data: str | bytes, max_batch: int = MAX_BATCH) -> Frame:
