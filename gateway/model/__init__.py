@@ -7,7 +7,7 @@ reply) live here once; key names stay in ``supervisor/keys.py``.
 """
 
 from gateway.model import library
-from gateway.model.event import Event, StreamId, UnknownFields
+from gateway.model.event import LAST_ID, Event, StreamId, UnknownFields
 from gateway.model.job import (
     DEFAULT_PRIORITY,
     REPORT_EVENTS,
@@ -22,6 +22,7 @@ from gateway.model.library import Call, Claimed, CycleReply, Outcome, Reply, Tra
 
 __all__ = [
     "DEFAULT_PRIORITY",
+    "LAST_ID",
     "REPORT_EVENTS",
     "STATUSES",
     "TERMINAL",

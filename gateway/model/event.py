@@ -54,6 +54,10 @@ class StreamId:
         return f"{self.ms}-{self.seq}"
 
 
+#: The greatest stream id Redis takes: nothing comes after it.
+LAST_ID = StreamId(_U64, _U64)
+
+
 #: The entry's fields every event carries, in the order emit writes them.
 COMMON_FIELDS = ("job_id", "event", "status", "script_type", "group", "instance", "actor",
                  "caller_id", "attempt", "ts", "error")  # fmt: skip

@@ -18,15 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from redis.exceptions import ResponseError
 
 from gateway.errors import InvalidParams
-from gateway.model import Event, StreamId
+from gateway.model import LAST_ID, Event, StreamId
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, Commands
 from gateway.supervisor.replies import entries
 
 _REPLAY_PAGE = 1000
-#: The greatest stream id: a replay after it has nothing to read (and Redis
-#: refuses the exclusive range that would say so).
-_LAST_ID = StreamId(2**64 - 1, 2**64 - 1)
 
 
 class SubscriptionOverflow(Exception):
@@ -216,7 +213,9 @@ class Subscriptions:
         cursor = since
         last = StreamId.parse(since)
         try:
-            while last < _LAST_ID:  # no entry comes after the greatest id
+            # after the greatest id there is nothing to read, and Redis refuses
+            # the exclusive range that would say so
+            while last < LAST_ID:
                 async with self._reading:
                     page = entries(
                         await self._client.execute_command(
