@@ -518,6 +518,29 @@ async def test_dependent_fails_when_its_prerequisite_fails(sup: Supervisor, acto
     assert "prerequisite bad ended error" in result["error"]
 
 
+async def test_a_job_created_and_started_at_once_goes_by_its_prerequisites_ends(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """Created and started in one call, a job reads each prerequisite once (its
+    caller, dependents and status together): one that finished lets it be
+    dispatched, one that failed ends it at once, one still running leaves it
+    waiting, and one whose hash lacks a status counts as gone."""
+    for pid, status in (("ok", "finished"), ("failed", "error"), ("running", "started")):
+        await sup.create(job(job_id=pid))
+        await rds.hset(keys.job(pid), "status", status)
+    await sup.create(job(job_id="bare"))
+    await rds.hdel(keys.job("bare"), "status")
+    after = [
+        job(job_id=f"after-{pid}", prerequisites=[pid])
+        for pid in ("ok", "failed", "running", "bare")
+    ]
+    answers = await sup.submit_many(after, start=True)
+    assert [a["status"] for a in answers] == ["dispatched", "error", "waiting", "error"]
+    assert (await sup.get("after-failed"))["error"] == "prerequisite failed ended error"
+    assert (await sup.get("after-bare"))["error"] == "prerequisite bare ended missing"
+    assert (await sup.get("running"))["dependents"] == ["after-running"]
+
+
 # -- bad input ----------------------------------------------------------------
 
 

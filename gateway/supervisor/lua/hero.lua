@@ -930,13 +930,13 @@ local function callers(caller_id, caller)
   return not caller or caller == '' or caller_id == caller
 end
 
--- `known`: what submit has just written (prerequisites, route), so a job
--- created and started in one call is not read back; else the job is read
--- once (`dispatch_record`), and a `caller` named must be its own.
+-- `known`: what submit has just written or read (prerequisites, their statuses,
+-- route), so a job created and started in one call is not read back; else the job
+-- is read once (`dispatch_record`), and a `caller` named must be its own.
 local function start(ctx, id, known, caller)
-  local st, prereqs, route, rec = 'created', nil, nil, nil
+  local st, prereqs, route, rec, statuses = 'created', nil, nil, nil, NONE
   if known then
-    prereqs, route = known.prereqs, known.route
+    prereqs, route, statuses = known.prereqs, known.route, known.statuses
   else
     local raw
     route, rec, st, raw = dispatch_record(ctx, id)
@@ -945,8 +945,9 @@ local function start(ctx, id, known, caller)
     prereqs = decode_list(raw)
   end
   local pending = false
-  for _, p in ipairs(prereqs) do
-    local ps = redis.pcall('HGET', JOB .. p, 'status')
+  for i, p in ipairs(prereqs) do
+    local ps = statuses[i]
+    if ps == nil then ps = redis.pcall('HGET', JOB .. p, 'status') end
     if type(ps) == 'table' then ps = false end  -- its key is no job hash now: gone
     if ps == false or FAILED[ps] then
       local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
@@ -989,12 +990,13 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   -- is written: one that is not a list of ids is no prerequisite (and not
   -- ours to mend), and a job refused half way would leave a hash behind
   local linked = {}
+  local statuses = {}  -- each prerequisite's, for a start in this call
   for i, p in ipairs(prereqs) do
-    if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash'
-        or not callers(redis.call('HGET', JOB .. p, 'caller_id'), owner) then
-      return {'bad_prerequisite', p}
-    end
-    local ok, deps = pcall(decode_list, redis.call('HGET', JOB .. p, 'dependents'))
+    if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash' then return {'bad_prerequisite', p} end
+    local pf = redis.call('HMGET', JOB .. p, 'caller_id', 'dependents', 'status')
+    if not callers(pf[1], owner) then return {'bad_prerequisite', p} end
+    statuses[i] = pf[3]
+    local ok, deps = pcall(decode_list, pf[2])
     if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end
     local more = {}
     for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
@@ -1022,7 +1024,7 @@ local function submit(ctx, id, start_now, prereq_json, fields)
   if start_now then
     local route = {}
     for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
-    reply = start(ctx, id, {prereqs = prereqs, route = route})
+    reply = start(ctx, id, {prereqs = prereqs, route = route, statuses = statuses})
   end
   if ctx.unwritten and ctx.unwritten[id] then
     redis.call('HSET', jk, unpack(ctx.unwritten[id]))
