@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -539,6 +540,33 @@ async def test_a_job_created_and_started_at_once_goes_by_its_prerequisites_ends(
     assert (await sup.get("after-failed"))["error"] == "prerequisite failed ended error"
     assert (await sup.get("after-bare"))["error"] == "prerequisite bare ended missing"
     assert (await sup.get("running"))["dependents"] == ["after-running"]
+
+
+async def test_a_jobs_iso_time_and_its_events_ms_are_the_calls_time(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """hero.lua spells a call's time twice, as ISO 8601 in the hash and as
+    ms in the event, from TIME's digits (and the date part once a second):
+    both must say the same instant, and the one Redis gave the event's entry
+    id (its own clock, read a moment later), the ms with their leading zeros
+    too. Jobs created one call at a time over about two seconds: some in a
+    new second, about one in ten at a ms under 100."""
+    ids = []
+    for n in range(150):
+        ids.append((await sup.create(job(job_id=f"clock-{n}")))["job_id"])
+        await asyncio.sleep(0.01)
+    created = {
+        fields["job_id"]: (int(fields["ts"]), int(entry_id.split("-")[0]))
+        for entry_id, fields in await rds.xrange(keys.EVENTS)
+        if fields["event"] == "created"
+    }
+    for job_id in ids:
+        at = await rds.hget(keys.job(job_id), "created_at")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at), at
+        iso_ms = round(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
+        ts, entry_ms = created[job_id]
+        assert iso_ms == ts, (job_id, at, ts)
+        assert 0 <= entry_ms - ts < 50, (job_id, at, entry_ms)
 
 
 # -- bad input ----------------------------------------------------------------

@@ -66,8 +66,9 @@ local MAX_LIST_BYTES = 1048576
 
 local function floor(x) return math.floor(x) end
 
--- ISO 8601 from epoch seconds (days-from-civil inverse, proleptic Gregorian).
-local function iso(sec, usec)
+-- ISO 8601 of an epoch second up to its seconds (days-from-civil inverse,
+-- proleptic Gregorian): "2026-12-02T01:02:27".
+local function iso_second(sec)
   local days = floor(sec / 86400)
   local rem = sec - days * 86400
   local z = days + 719468
@@ -80,8 +81,26 @@ local function iso(sec, usec)
   local m = mp < 10 and mp + 3 or mp - 9
   local y = yoe + era * 400
   if m <= 2 then y = y + 1 end
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
-    floor(rem / 3600), floor(rem % 3600 / 60), rem % 60, floor(usec / 1000))
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d,
+    floor(rem / 3600), floor(rem % 3600 / 60), rem % 60)
+end
+
+-- The second `iso_second` spelled last, and how: every call of a Function
+-- spells its time, and most fall in the second before them. Spelling one
+-- took about 26,000 instructions, a quarter of a small call (a cycle that
+-- offers, docs/performance.md); the library's locals live on between calls.
+local spelled_sec, spelled
+
+-- A TIME reply as the call's clock: epoch ms, and as text its ms ("ts", as
+-- events and indexes carry it) and its ISO 8601 time to the ms (as job
+-- hashes carry it), made from TIME's own digits rather than by formatting.
+local function clock(t)
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  if sec ~= spelled_sec then
+    spelled_sec, spelled = sec, iso_second(sec)
+  end
+  local ms3 = string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)  -- usec has no leading zeros
+  return sec * 1000 + floor(usec / 1000), t[1] .. ms3, spelled .. '.' .. ms3 .. 'Z'
 end
 
 -- The legacy queue kinds per script type, from head entry [2].
@@ -106,7 +125,7 @@ end
 
 local function context(args)
   local t = redis.call('TIME')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local ms, ts, at = clock(t)
   local compat = in_compat(args)
   local ctx = {
     maxlen = args[1],
@@ -117,8 +136,9 @@ local function context(args)
     retry_max = tonumber(args[5]),
     jitter = tonumber(args[6]),
     dlq_maxlen = args[7],
-    ms = sec * 1000 + floor(usec / 1000),
-    iso = iso(sec, usec),
+    ms = ms,
+    ts = ts,
+    iso = at,
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
     -- made when first needed (see `tab`; every table a call makes is garbage
     -- for Lua to collect, which costs more than most of the commands):
@@ -136,13 +156,7 @@ local function context(args)
     -- counted, counts: TRANSITIONS field -> transitions emitted, in order;
     -- refused: job ids whose queue refused their push (see close_pushes).
   }
-  -- as text once: each number given to redis.call is formatted anew
-  ctx.ts = string.format('%d', ctx.ms)
   ctx.time = t  -- (for `run_token`)
-  if ctx.ttl > 0 then
-    ctx.ttl_s = string.format('%d', ctx.ttl)
-    ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
-  end
   current = ctx
   return ctx
 end
@@ -364,15 +378,26 @@ local function emit(ctx, id, status, err, event, output)
   return entry
 end
 
+-- The retention as text (`ttl` > 0), and `expiry` beside it: when the jobs
+-- this call ends expire, in ms. Spelled once a call, when it first ends a
+-- job: most calls end none.
+local function retention(ctx)
+  if not ctx.ttl_s then
+    ctx.ttl_s = string.format('%d', ctx.ttl)
+    ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
+  end
+  return ctx.ttl_s
+end
+
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
 -- remembers which indexes to clean once the hash is gone. A reply this call
 -- pushed got its TTL then (push_reply).
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
-  local jk = JOB .. id
-  redis.call('EXPIRE', jk, ctx.ttl_s)
-  if not (ctx.replied and ctx.replied[id]) then redis.call('EXPIRE', REPLY .. id, ctx.ttl_s) end
-  redis.call('EXPIRE', LOGS .. id, ctx.ttl_s)
+  local jk, ttl_s = JOB .. id, retention(ctx)
+  redis.call('EXPIRE', jk, ttl_s)
+  if not (ctx.replied and ctx.replied[id]) then redis.call('EXPIRE', REPLY .. id, ttl_s) end
+  redis.call('EXPIRE', LOGS .. id, ttl_s)
   local f = about(ctx, id)
   zpend(ctx, EXPIRING, ctx.expiry,
     cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
@@ -384,7 +409,7 @@ end
 local function push_reply(ctx, id, status, output, err)
   local rk = REPLY .. id
   redis.pcall('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, ctx.ttl_s) end
+  if ctx.ttl > 0 then redis.call('EXPIRE', rk, retention(ctx)) end
   tab(ctx, 'replied')[id] = true
 end
 
