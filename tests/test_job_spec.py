@@ -55,3 +55,17 @@ def test_both_refuse_what_no_schema_can_know(make: Any) -> None:
     with pytest.raises(InvalidJob) as stream:
         make({"script": "x", "script_type": "python", "group": "g"}, TYPES, ("python",))
     assert stream.value.data[0]["field"] == "group"
+
+
+def test_a_spec_cannot_be_changed_nor_can_the_env_vars_all_specs_share() -> None:
+    """A JobSpec is handed from the RPC layer to the supervisor and its
+    hash: nothing on the way may change it. Specs without env_vars share one
+    empty mapping, so that one must refuse writes too, or a write to one
+    spec's would appear in every other's."""
+    spec = JobSpec(script="x", script_type="python", job_id="j1")
+    with pytest.raises(AttributeError):
+        spec.script = "y"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.env_vars["A"] = "1"  # type: ignore[index]
+    assert JobSpec(script="x", script_type="python", job_id="j2").env_vars == {}
+    assert spec.hash_fields("q")[spec.hash_fields("q").index("env_vars") + 1] == "{}"

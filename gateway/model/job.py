@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gateway import contract
 from gateway.errors import InvalidJob
@@ -95,7 +95,7 @@ _NULLABLE = (
 #: (ctl, lease, mode, entry, legacy) and those an outside producer added are not.
 _SHOWN = frozenset(contract.resolve("#/components/schemas/Job")["properties"])
 #: JobSpec fields taken as given when present (``JobSpec.from_valid``); the
-#: dataclass defaults apply when absent.
+#: defaults of its fields apply when absent.
 _PLAIN_FIELDS = (
     "caller_id",
     "context_id",
@@ -108,8 +108,15 @@ _PLAIN_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class JobSpec:
+#: A JobSpec's env_vars when it has none: one shared mapping, read-only.
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+class JobSpec(NamedTuple):
+    """A job as a client asked for it. A NamedTuple, immutable as a frozen
+    dataclass is but made in a fifth of the time (0.6 against 2.9 µs with
+    its fields named): one is made per job submitted (docs/performance.md)."""
+
     script: str
     script_type: str
     job_id: str
@@ -121,7 +128,7 @@ class JobSpec:
     priority: int = DEFAULT_PRIORITY
     timeout: int = 300
     retries: int = 0
-    env_vars: Mapping[str, str] = field(default_factory=dict)
+    env_vars: Mapping[str, str] = _NO_ENV
     prerequisites: tuple[str, ...] = ()
     #: Stream mode: the type queue is a Redis Stream (``HERO_STREAM_TYPES``).
     stream: bool = False

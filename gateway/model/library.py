@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, NewType, TypeVar, cast
+from typing import Any, Generic, NamedTuple, NewType, TypeVar, cast
 
 import orjson
 
@@ -102,10 +102,11 @@ class Verdict(Enum):
     BAD_PREREQUISITE = "bad_prerequisite"  # submit: ``prerequisite`` is unknown
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
     """A submit's, start's or stop's answer: the job's status after it, and the
-    queue it was dispatched to (None: not dispatched)."""
+    queue it was dispatched to (None: not dispatched). A NamedTuple, as
+    immutable as a frozen dataclass and made in half the time: one per job
+    per call."""
 
     verdict: Verdict
     status: str = ""

@@ -9,16 +9,19 @@ order, whatever the others look like.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 #: A request id as JSON gives it: a string, a number or null.
 RequestId = str | int | float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     """A valid Request object. ``notification`` is true when it had no ``id``
-    member at all (``"id": null`` is a request that gets an answer)."""
+    member at all (``"id": null`` is a request that gets an answer).
+
+    This and the two answers are NamedTuples, immutable as frozen dataclasses
+    are but made in half the time (0.36 against 0.76 µs): each call of a
+    batch makes one of each (docs/performance.md)."""
 
     method: str
     params: dict[str, Any] | list[Any] | None
@@ -26,14 +29,12 @@ class Request:
     notification: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Success:
+class Success(NamedTuple):
     id: RequestId
     result: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
+class Failure(NamedTuple):
     """An error response. ``data`` of ``None`` is left out of the wire object."""
 
     id: RequestId
