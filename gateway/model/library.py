@@ -104,9 +104,8 @@ class Verdict(Enum):
 
 class Transition(NamedTuple):
     """A submit's, start's or stop's answer: the job's status after it, and the
-    queue it was dispatched to (None: not dispatched). A NamedTuple, as
-    immutable as a frozen dataclass and made in half the time: one per job
-    per call."""
+    queue it was dispatched to (None: not dispatched). A NamedTuple: one is
+    made per job per call, in half a frozen dataclass's time."""
 
     verdict: Verdict
     status: str = ""
