@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,30 @@ def test_the_shortcuts_never_miss_what_the_walk_finds() -> None:
     assert not wellformed.may_hold_surrogates(GOOD) and not wellformed.may_be_deep(GOOD)
     assert wellformed.may_hold_surrogates(BAD_ID)
     assert wellformed.may_be_deep("[" * (wellformed.MAX_DEPTH + 1))
+
+
+def _nested(depth: int, wide: int = 0) -> Any:
+    """Containers ``depth`` deep, dicts and lists in turn, with ``wide``
+    empty containers beside the deep branch at every level above the first
+    (they never add to the depth)."""
+    value: Any = "leaf"
+    for level in range(depth):
+        n = wide if level else 0
+        value = [*[[]] * n, value] if level % 2 else {**{f"s{i}": {} for i in range(n)}, "v": value}
+    return value
+
+
+@pytest.mark.parametrize("wide", [0, 3])
+def test_too_deep_draws_the_line_where_the_full_walk_does(wide: int) -> None:
+    """The batch path checks depth with ``too_deep`` alone: it must refuse
+    exactly what ``problem`` refuses for depth, at every limit."""
+    for limit in (1, 2, 5, wellformed.MAX_DEPTH):
+        for depth in range(limit + 3):
+            value = _nested(depth, wide)
+            by_walk = wellformed.problem(value, limit) is not None
+            assert wellformed.too_deep(value, limit) == by_walk == (depth > limit), (limit, depth)
+    assert wellformed.too_deep([[]], 0) and not wellformed.too_deep("x", 0)
+    assert wellformed.too_deep(_nested(5000), wellformed.MAX_DEPTH)  # never recurses past the limit
 
 
 def test_a_stored_lone_surrogate_still_goes_out_as_valid_utf8() -> None:
