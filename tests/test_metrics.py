@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.metrics import Metrics
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+from gateway.metrics import Metrics, _RpcLatencies
 from gateway.supervisor import Supervisor
 from tests.helpers import job, samples, transitions
 
@@ -39,4 +41,38 @@ async def test_metrics_report_depth_actors_counts_and_latency(sup: Supervisor, a
     assert (
         found[("hero_rpc_duration_seconds_count", (("method", "job.get"), ("outcome", "-32001")))]
         == 1
+    )
+
+
+def test_rpc_latency_exposition_is_prometheus_clients_histogram() -> None:
+    """The lock-free latency histogram renders what prometheus_client's own
+    ``Histogram`` renders for the same observations (``_created`` times aside):
+    bounds, cumulative buckets, counts and sums, values on a bound included."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    latencies = _RpcLatencies()
+    ours.register(latencies)
+    reference = Histogram(
+        latencies.name, latencies.documentation, ("method", "outcome"),
+        buckets=latencies.bounds, registry=theirs,
+    )  # fmt: skip
+    observed = [
+        ("job.create", 0.0005, None), ("job.create", 0.0007, None), ("job.create", 0.0, None),
+        ("job.start", 0.001, None), ("job.start", 31.0, None), ("job.get", 1.0, -32001),
+        ("job.get", 0.3, -32001), ("job.create", 2.5, -32602), ("job.create", 0.01, None),
+    ]  # fmt: skip
+    for method, seconds, code in observed:
+        latencies.observe(method, seconds, code)
+        reference.labels(method, "ok" if code is None else str(code)).observe(seconds)
+
+    def lines(registry: CollectorRegistry) -> list[str]:
+        text = generate_latest(registry).decode()
+        return sorted(line for line in text.splitlines() if "_created{" not in line)
+
+    assert lines(ours) == lines(theirs)
+    created = samples(generate_latest(ours))
+    assert (
+        created[
+            ("hero_rpc_duration_seconds_created", (("method", "job.get"), ("outcome", "-32001")))
+        ]
+        > 0
     )
