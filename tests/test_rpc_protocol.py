@@ -65,6 +65,7 @@ _RETURNS: dict[str, Any] = {
     "set": {"ids": {1, 2}},
     "object": object(),
     "nan": {"x": float("nan")},
+    "deep-infinity": {"a": "s", "b": [1, None, {"c": ({"d": [2.5, float("-inf")]},)}]},
     "circular": None,  # built per call
     "badid": {"id": "x", "status": "nonsense"},  # breaks the Job schema
 }
@@ -489,7 +490,7 @@ async def test_internal_errors_leak_nothing(job_id: str, caplog: pytest.LogCaptu
     assert any(r.exc_info for r in caplog.records), "the traceback goes to the log instead"
 
 
-@pytest.mark.parametrize("job_id", ["set", "object", "nan", "circular"])
+@pytest.mark.parametrize("job_id", ["set", "object", "nan", "deep-infinity", "circular"])
 async def test_unserialisable_result_is_an_internal_error(job_id: str) -> None:
     assert_error(await rpc(json.dumps(req("job.get", {"job_id": job_id}, id=2))), -32603, 2)
 

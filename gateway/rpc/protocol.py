@@ -210,15 +210,28 @@ def _fast(value: Any) -> str | None:
     return data.decode()
 
 
+#: What ``_non_finite`` looks into: the containers orjson encodes, and floats.
+_MAY_HOLD_NON_FINITE = (dict, list, tuple, float)
+
+
 def _non_finite(value: Any) -> bool:
     """Whether a NaN or an infinity is anywhere in ``value`` (which orjson has
-    just encoded: JSON's shapes only, nested no deeper than its limit)."""
-    if isinstance(value, float):
-        return not math.isfinite(value)
+    just encoded: JSON's shapes only, nested no deeper than its limit). A
+    plain loop that steps only into containers and floats: the strings, ints
+    and nulls most replies are made of cost one ``isinstance`` each (a
+    ``job.run`` result 3.8 → 2.1 µs, ``timeit``, against ``any`` over every
+    value; docs/performance.md, gateway step 9)."""
     if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_non_finite(v) for v in value)
+        values: Iterable[Any] = value.values()
+    elif isinstance(value, (list, tuple)):
+        values = value
+    elif isinstance(value, float):
+        return not math.isfinite(value)
+    else:
+        return False
+    for item in values:  # noqa: SIM110  (a loop: any() over a generator costs 1.5x)
+        if isinstance(item, _MAY_HOLD_NON_FINITE) and _non_finite(item):
+            return True
     return False
 
 
