@@ -67,6 +67,7 @@ def limits(config: Config) -> Limits:
         auth_timeout=config.auth_timeout,
         max_connections=config.max_connections,
         require_keys=not config.insecure and not is_loopback(config.host),
+        allowed_origins=frozenset(config.allowed_origins),
         check_results=config.check_results,
         script_types=config.script_types,
         stream_types=config.stream_types,

@@ -38,6 +38,7 @@ PREFIX = {
 WORDS = {
     "redis_url": "redis://127.0.0.1:1/0",
     "script_types": "a,b,python",
+    "allowed_origins": "http://localhost:3000,https://ops.example",
     "stream_types": "osis",
     "legacy_queues": "python=actor_queue,osis=work_queue+actor_queue",
     "sandbox": "off",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from gateway.config.setting import (
     EVERY_COMMAND,
@@ -15,6 +16,35 @@ from gateway.config.setting import (
     positive_int,
     setting,
 )
+
+
+def normalise_origin(origin: str) -> str | None:
+    """A browser origin as ``scheme://host[:port]`` in lower case, or None for
+    anything that is not an http(s) origin (``null``, a path, a user, no host)."""
+    text = origin.strip().lower()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not one)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    if parts.path or parts.query or parts.fragment or "@" in parts.netloc:
+        return None
+    return text
+
+
+def parse_origins(text: str) -> tuple[str, ...]:
+    """Comma-separated browser origins, each ``scheme://host[:port]``."""
+    found = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        origin = normalise_origin(part)
+        if origin is None:
+            raise ValueError(f"not an origin (scheme://host[:port]): {part.strip()!r}")
+        found.append(origin)
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -38,6 +68,13 @@ class ServeSettings:
         parse_bool,
         "Listen on a non-loopback address even when no API key exists (anyone may do anything).",
         ("serve",),
+    )
+    allowed_origins: tuple[str, ...] = setting(
+        (),
+        parse_origins,
+        "Comma-separated browser origins (scheme://host[:port]) whose pages may use the "
+        "gateway while it has no API key; its own page on a loopback name always may.",
+        ("serve", "dev"),
     )
     max_message_bytes: int = setting(
         1_048_576,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -34,10 +35,11 @@ from starlette.websockets import WebSocket
 
 from gateway import contract
 from gateway.config import DEFAULTS
-from gateway.errors import BackendUnavailable, HeroError, Overloaded, Unauthenticated
+from gateway.errors import BackendUnavailable, Forbidden, HeroError, Overloaded, Unauthenticated
+from gateway.rpc import origins
 from gateway.rpc.backends import KeyStore, MetricsSink, ServedSupervisor
 from gateway.rpc.context import CallContext
-from gateway.rpc.credentials import Authenticator
+from gateway.rpc.credentials import Authenticator, Mode
 from gateway.rpc.frames import SHUTTING_DOWN_MESSAGE, Budget, admit
 from gateway.rpc.messages import Failure
 from gateway.rpc.protocol import encode_reply, encode_response, parse_frame
@@ -72,6 +74,8 @@ class Limits:
     max_connections: int = DEFAULTS.max_connections
     #: Never serve unauthenticated clients, even with no keys (non-loopback listeners).
     require_keys: bool = False
+    #: Browser origins whose pages may use the gateway while it has no key (rpc/origins.py).
+    allowed_origins: frozenset[str] = frozenset()
     #: Validate results against the contract (tests).
     check_results: bool = False
     #: The configured script types, enumerated in the served contract.
@@ -176,6 +180,9 @@ class Gateway:
             return
         finally:
             self._upgrading -= 1
+        if not self._page_may_use(mode, ws.headers, ws.url.scheme):
+            await ws.send_denial_response(_json_error(403, Forbidden.code, origins.REFUSED))
+            return
         connection = Connection(
             ws,
             mode,
@@ -218,6 +225,8 @@ class Gateway:
             return _http_error(exc)
         if mode.identity is None:
             return _http_error(Unauthenticated("Authenticate first: Authorization header"))
+        if not self._page_may_use(mode, request.headers, request.url.scheme):
+            return _json_error(403, Forbidden.code, origins.REFUSED)
         body = await _read_body(request, self.limits.max_message_bytes)
         if body is None:
             return _json_error(
@@ -234,6 +243,19 @@ class Gateway:
         if not frame.batch and isinstance(first, Failure) and first.code == BackendUnavailable.code:
             return Response(text, 503, {"Retry-After": RETRY_AFTER}, media_type="application/json")
         return Response(text, media_type="application/json")
+
+    def _page_may_use(self, mode: Mode, headers: Headers, scheme: str) -> bool:
+        """Whether a browser page may be served in ``mode`` (only the key-less
+        open mode is checked: rpc/origins.py says why)."""
+        if mode.authenticated:
+            return True
+        named = headers.getlist("origin")
+        if len(named) > 1:  # no browser sends two: not a page to let in by the first
+            return False
+        origin = named[0] if named else None
+        return origins.may_use_keyless(
+            origin, headers.get("host"), scheme, self.limits.allowed_origins
+        )
 
     async def _openrpc(self, request: Request) -> Response:
         return JSONResponse(contract.served(self.limits.script_types))
