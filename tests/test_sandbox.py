@@ -380,6 +380,36 @@ async def test_the_memory_limit_holds_for_the_whole_job(
     assert result["error"].endswith("memory limit of the job hit (100 MiB)")
 
 
+async def test_the_job_folder_is_in_memory_within_the_memory_limit(
+    sup: Supervisor, actors: Any, config: Config
+) -> None:
+    """/job was a host folder bound in: a job wrote 3 GiB to the host's disk.
+    It is a tmpfs now, charged to the job's memory (or, without cgroups, no
+    larger than it), so a job writing 200 MiB into it with 64 MiB is stopped."""
+    actors(python_actor(dataclasses.replace(config, job_memory_mb=64)))
+    script = (
+        "mounts = [line.split() for line in open('/proc/self/mountinfo')]\n"
+        "print([m[m.index('-') + 1] for m in mounts if m[4] == '/job'], flush=True)\n"
+        "n = 0\n"
+        "try:\n"
+        "    with open('/job/big', 'wb') as f:\n"
+        "        while n < 200:\n"
+        "            f.write(b'x' * (1 << 20))\n"
+        "            f.flush()\n"
+        "            n += 1\n"
+        "except OSError as exc:\n"
+        "    print('full', exc.errno, n)\n"
+    )
+    result = await sup.run(job(script, timeout=60), wait=60)
+    first, *rest = result["output"].splitlines()
+    assert first == "['tmpfs']", result
+    if result["status"] == "error":  # the cgroup counted the pages: killed at its limit
+        assert result["error"].endswith("memory limit of the job hit (64 MiB)"), result
+    else:  # no cgroup: the tmpfs's own size stopped it
+        assert rest and rest[0].split()[:2] == ["full", "28"], result
+        assert int(rest[0].split()[2]) <= 64, result
+
+
 BUSY = (  # four children, each busy for {each} s of CPU time, saying how far it got
     "import os, time\n"
     "for child in range(4):\n"
@@ -529,9 +559,12 @@ def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Path) -> None:
-    args = Sandbox.job_args(tmp_path)
-    assert args.split(b"\0") == [b"--bind", str(tmp_path).encode(), JOB_DIR.encode(),
-                                  b"--clearenv", b""]  # fmt: skip
+    args = Sandbox(tmp_bytes=5 << 20).job_args(tmp_path)
+    assert args.split(b"\0") == [
+        b"--perms", b"1777", b"--size", b"5242880", b"--tmpfs", JOB_DIR.encode(),
+        b"--ro-bind", str(tmp_path / "job.py").encode(), f"{JOB_DIR}/job.py".encode(),
+        b"--clearenv", b"",
+    ]  # fmt: skip
     assert Sandbox.env_file({"A": "1", "B": "it's"}) == b"set -- A=1 'B=it'\"'\"'s' \"$@\"\n"
     assert Sandbox.env_file({"my-var": "x", "-n": "y"}) == b'set -- my-var=x -n=y "$@"\n'
     check_environment({"A_1": "x", "_b": "", "my-var": "x", "a.b": "y", "1A": "z"})

@@ -29,7 +29,7 @@ from pathlib import Path
 from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, Sandbox, check_environment, pipes
+from gateway.actor.sandbox import JOB_DIR, SCRIPT, Sandbox, check_environment, pipes
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
 from gateway.model import Claimed
@@ -106,7 +106,7 @@ class PythonExecutor:
         """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
         assert self.sandbox is not None
         (read, write), (env_read, env_write) = pipes(2)
-        command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/job.py"]  # -u: lines live
+        command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/{SCRIPT}"]  # -u: lines live
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.sandbox.argv(command, read, env_read), env={}, cwd=tempfile.gettempdir(),
@@ -150,7 +150,7 @@ class PythonExecutor:
                 cg.add()
 
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-B", "-u", str(workdir / "job.py"), cwd=workdir, env=env,
+            sys.executable, "-I", "-B", "-u", str(workdir / SCRIPT), cwd=workdir, env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -169,7 +169,7 @@ class PythonExecutor:
         watch: asyncio.Task[None] | None = None
         cpu = self._cpu(job.timeout)
         try:
-            (workdir / "job.py").write_bytes(as_stored(job.script))
+            (workdir / SCRIPT).write_bytes(as_stored(job.script))
             env = self._environment(job, workdir)
             if self.sandbox:
                 ready = await self._pool.take()
@@ -189,7 +189,7 @@ class PythonExecutor:
 
     def _environment(self, job: Claimed, workdir: Path) -> dict[str, str]:
         """The job's environment, from scratch; JobFailed saying why if no
-        process can have it. Its folder is handed to the job's uid here too."""
+        process can have it. Its script is made readable to the job's uid here too."""
         inside = JOB_DIR if self.sandbox else str(workdir)
         env = {
             "PATH": os.defpath,

@@ -3,9 +3,13 @@
 Namespaces: its own PID namespace (when the job's main process ends, the
 kernel kills everything it started, daemons included), its own network
 namespace with only loopback (unless the actor allows network), its own mount
-namespace (system folders and the interpreter read-only, the job folder at
-``/job`` the only writable place, a private ``/tmp``, a ``/proc`` showing
-only the job), its own IPC and UTS namespaces. ``--die-with-parent``: an
+namespace (system folders and the interpreter read-only; ``/job`` and
+``/tmp``, in memory, the only writable places; a ``/proc`` showing only the
+job), its own IPC and UTS namespaces. ``/job`` is a tmpfs of its own with
+the script bound read-only into it from the host's job folder: what a job
+writes is charged to its memory limit (the cgroup counts tmpfs pages) and
+never reaches the host's disk, where a job once wrote 3 GiB into a bound
+host folder. ``--die-with-parent``: an
 actor killed with SIGKILL takes its jobs with it.
 
 The job runs as a real unprivileged uid on the host. An actor running as
@@ -45,6 +49,8 @@ from gateway.model.job import as_stored
 
 #: Where the job folder appears inside the sandbox.
 JOB_DIR = "/job"
+#: The script's file name, in the host's job folder and in JOB_DIR.
+SCRIPT = "job.py"
 #: The job's environment inside the sandbox: ``set -- 'NAME=value' ... "$@"``.
 ENV_FILE = "/run/hero/job.env"
 #: Run (as ``sh -c LOAD_ENV sh COMMAND...``) by the job's uid: ENV_FILE puts
@@ -168,13 +174,15 @@ class Sandbox:
                      "--no-new-privs", "--"]  # fmt: skip
         return [*args, SHELL, "-c", LOAD_ENV, "sh", *command]
 
-    @staticmethod
-    def job_args(workdir: Path) -> bytes:
-        """The options that make a waiting sandbox one job's: its folder at
-        JOB_DIR, and nothing of the actor's environment."""
-        return b"".join(
-            as_stored(arg) + b"\0" for arg in ("--bind", str(workdir), JOB_DIR, "--clearenv")
-        )
+    def job_args(self, workdir: Path) -> bytes:
+        """The options that make a waiting sandbox one job's: a JOB_DIR of its
+        own in memory (a tmpfs of ``tmp_bytes``, as ``/tmp``), the script of
+        the host's ``workdir`` bound read-only into it, and nothing of the
+        actor's environment."""
+        script = str(workdir / SCRIPT)
+        args = ("--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", JOB_DIR,
+                "--ro-bind", script, f"{JOB_DIR}/{SCRIPT}", "--clearenv")  # fmt: skip
+        return b"".join(as_stored(arg) + b"\0" for arg in args)
 
     @staticmethod
     def env_file(env: Mapping[str, str]) -> bytes:
@@ -183,10 +191,10 @@ class Sandbox:
         words = "".join(" " + shlex.quote(f"{k}={v}") for k, v in env.items())
         return as_stored(f'set --{words} "$@"\n')
 
-    def prepare(self, workdir: Path) -> None:
-        """Hand the job folder to the job's uid (it is the one place it may write)."""
-        if self.privileged:
-            os.chown(workdir, self.job_uid, self.job_uid)
+    @staticmethod
+    def prepare(workdir: Path) -> None:
+        """Let the job's uid read its script (whatever the actor's umask)."""
+        (workdir / SCRIPT).chmod(0o444)
 
     def check(self) -> None:
         """Run a trivial job in the sandbox; SandboxUnavailable with what to change if it fails."""
@@ -194,6 +202,7 @@ class Sandbox:
             if shutil.which(tool) is None:
                 raise SandboxUnavailable(f"{tool} not found. {HOW_TO_FIX}")
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
+            (Path(tmp) / SCRIPT).write_bytes(b"")
             self.prepare(Path(tmp))
             (read, write), (env_read, env_write) = pipes(2)
             try:
