@@ -22,6 +22,8 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -65,6 +67,9 @@ class PythonExecutor:
             self.sandbox.check()
         self.cgroups = cgroup.detect()
         _keep_inherited_files_from_jobs()
+        for folder in orphaned_folders(Path(tempfile.gettempdir())):
+            log.info("removing a dead actor's job folder", extra={"folder": str(folder)})
+            _remove_now(folder)
         #: CPU time is limited for the whole job (its cgroup counts it), else per process.
         self.cpu_per_job = self.cgroups is not None and self.cgroups.cpu_parent is not None
         self._pool = WarmPool(self._start_sandbox, warm)
@@ -247,26 +252,59 @@ class PythonExecutor:
 
 async def _remove(folder: Path) -> None:
     """A job's folder, gone, and off the event loop: what is in it is the
-    job's, a million files (seconds of unlinks, while the actor's heartbeat
-    must go on) or a tree deeper than ``shutil.rmtree`` recurses (a
-    RecursionError, and the tree left on disk). What rmtree leaves, ``rm -rf``
-    removes, at any depth."""
+    job's (with the sandbox off, a million files: seconds of unlinks, while
+    the actor's heartbeat must go on)."""
+    await asyncio.to_thread(_remove_now, folder)
+
+
+def _remove_now(folder: Path) -> None:
+    """``folder`` and all in it; a tree deeper than ``shutil.rmtree`` recurses
+    (a RecursionError, and the tree left on disk) goes by ``rm -rf``, at any
+    depth."""
     try:
-        await asyncio.to_thread(shutil.rmtree, folder)
+        shutil.rmtree(folder)
         return
     except (OSError, RecursionError):
         pass
     try:
-        proc = await asyncio.create_subprocess_exec(
-            RM, "-rf", "--one-file-system", "--", str(folder),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
-        removed = await proc.wait() == 0
+        quiet = subprocess.DEVNULL
+        rm = [RM, "-rf", "--one-file-system", "--", str(folder)]
+        done = subprocess.run(rm, stdin=quiet, stdout=quiet, stderr=quiet, check=False)
+        removed = done.returncode == 0
     except OSError:  # no process to be had (out of files, of processes)
         removed = False
     if not removed:
         log.warning("could not remove a job's folder", extra={"folder": str(folder)})
+
+
+def orphaned_folders(tmp: Path) -> list[Path]:
+    """The job folders in ``tmp`` that no running actor owns: those of this
+    uid whose actor's pid (``FOLDER_PREFIX<pid>-``) runs no more. An actor
+    killed with SIGKILL, or lost with its machine's power, never removed
+    its own. Actors sharing a temp folder share a pid namespace (one host,
+    one container), so a pid that is not running is no live actor's; one
+    taken by another process since keeps its folders until that ends."""
+    found = []
+    for folder in tmp.glob(f"{FOLDER_PREFIX}*-*"):
+        pid = folder.name[len(FOLDER_PREFIX) :].partition("-")[0]
+        try:
+            info = folder.lstat()
+        except OSError:  # removed meanwhile
+            continue
+        mine = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+        if mine and pid.isdigit() and int(pid) > 0 and not _running(int(pid)):
+            found.append(folder)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _keep_inherited_files_from_jobs() -> None:
