@@ -16,13 +16,13 @@ import asyncio
 import sys
 from typing import Any
 
-from gateway.config import add_arguments, resolve
+from gateway.config import Config, add_arguments, resolve
 from gateway.supervisor import acl, library
 from gateway.supervisor.wire import Wire
 
 
-async def _apply(url: str, users: list[acl.User]) -> None:
-    client = Wire(url, "acl")
+async def _apply(config: Config, users: list[acl.User]) -> None:
+    client = Wire(config.redis, "acl", timeout=config.redis_timeout)
     try:
         await acl.apply(client, users)
         await library.load(client)  # so actors, which may not load it, can start first
@@ -48,7 +48,7 @@ def cmd_acl(args: argparse.Namespace) -> int:
             )
     if not args.apply:
         return 0
-    asyncio.run(_apply(config.redis, users))  # Redis's refusal (NOPERM...): said by gateway.cli
+    asyncio.run(_apply(config, users))  # Redis's refusal (NOPERM...): said by gateway.cli
     print(f"applied: {', '.join(u.role.user for u in users)}", file=sys.stderr)
     return 0
 

@@ -51,7 +51,7 @@ async def services(config: Config) -> AsyncIterator[Services]:
     sup = await Supervisor.connect(config)
     log.info("connected to redis", extra={"redis_user": user_of(config.redis)})
     try:
-        store = KeyStore(sup.wire, config.redis)
+        store = KeyStore(sup.wire, config.redis, timeout=config.redis_timeout)
         yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
     finally:
         await sup.close()
@@ -134,7 +134,7 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
 async def preflight(config: Config) -> str | None:
     """Why the server must not start, or None. Checked before binding so the
     operator gets one clear line, not a lifespan traceback."""
-    client = Wire(config.redis, "preflight")
+    client = Wire(config.redis, "preflight", timeout=config.redis_timeout)
     try:
         try:
             keys_exist = await KeyStore(client, config.redis).exist()
@@ -211,8 +211,8 @@ def is_loopback(host: str) -> bool:
 
 
 async def _keys(config: Config, action: str, args: argparse.Namespace) -> int:
-    client = Wire(config.redis, "keys")
-    store = KeyStore(client, config.redis)
+    client = Wire(config.redis, "keys", timeout=config.redis_timeout)
+    store = KeyStore(client, config.redis, timeout=config.redis_timeout)
     try:
         if action == "create":
             key = await store.create(args.name, args.scope, args.caller_id)

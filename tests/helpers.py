@@ -92,7 +92,8 @@ def spawn_actor(
     pass_fds: tuple[int, ...] = (),
     **env: str,
 ) -> subprocess.Popen[bytes]:
-    """``hero-gateway actor`` in a subprocess, on the config's Redis (and user);
+    """``hero-gateway actor`` in a subprocess, on the config's Redis (and user),
+    presence TTL and Redis timeout;
     ``env``: more variables (``HERO_LOG_LEVEL`` is warning unless given);
     ``log``: where its stderr goes (``subprocess.PIPE`` to read it);
     ``pass_fds``: open files it starts with, as a shell may leave it."""
@@ -101,6 +102,7 @@ def spawn_actor(
         HERO_REDIS_URL=config.redis_url or "",
         HERO_LOG_DIR=config.log_dir or "",
         HERO_PRESENCE_TTL=str(config.presence_ttl),
+        HERO_REDIS_TIMEOUT=str(config.redis_timeout),
         HERO_LOG_LEVEL="warning",
     )
     variables.update(env)

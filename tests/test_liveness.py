@@ -126,19 +126,38 @@ async def restart(server: EmbeddedRedis, seconds: float) -> None:
     server.start()
 
 
+async def command_connections(url: str) -> set[int]:
+    """The ids of the connections carrying commands (the stall-watched ones)."""
+    check = aioredis.Redis.from_url(url, decode_responses=True)
+    try:
+        clients: list[dict[str, str]] = await check.client_list()
+    finally:
+        await check.aclose()
+    names = {"hero-gateway/supervisor-jobs", "hero-gateway/actor-jobs"}
+    return {int(c["id"]) for c in clients if c["name"] in names}
+
+
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("outage", [pause, restart], ids=["paused", "restarted"])
+@pytest.mark.parametrize(
+    ("outage", "redis_timeout"),
+    [(pause, 10.0), (pause, 1.5), (restart, 10.0)],
+    ids=["paused", "paused-past-redis-timeout", "restarted"],
+)
 async def test_an_outage_never_ends_a_live_actors_jobs(
     outage: object,
+    redis_timeout: float,
     own_redis: EmbeddedRedis,
     tmp_path: Path,
     processes: list[subprocess.Popen[bytes]],
 ) -> None:
     """Redis away for 3x the presence TTL under run-and-wait load: no job of a
-    live actor ends (or is even retried) as 'actor died', none accepted is lost."""
+    live actor ends (or is even retried) as 'actor died', none accepted is lost.
+    Paused past HERO_REDIS_TIMEOUT, every connection in flight is given up
+    (the wire's stall watch) while Redis may still run what it was sent:
+    claims whose replies were lost are adopted, reports sent again."""
     ttl = 2
     config = Config(redis_url=own_redis.url, log_dir=str(tmp_path / "logs"), presence_ttl=ttl,
-                    watch_interval=0.05)  # fmt: skip
+                    watch_interval=0.05, redis_timeout=redis_timeout)  # fmt: skip
     handler = ("--script-type", "osis", "--handler", "tests.fault_handlers:sleepy")
     for n in range(2):
         processes.append(spawn_actor(config, *handler, "--instance", f"a{n}", "--concurrency", "4"))
@@ -165,6 +184,7 @@ async def test_an_outage_never_ends_a_live_actors_jobs(
         await eventually(fleet_up, within=30)
         workers = [asyncio.create_task(load(w)) for w in range(8)]
         await asyncio.sleep(1)  # a second of load before the outage: time is the case
+        before = await command_connections(own_redis.url)
         await outage(own_redis, 3 * ttl)  # type: ignore[operator]
         await asyncio.sleep(2 * ttl)  # long enough for a reaper to act, if it would
         stop.set()
@@ -176,11 +196,15 @@ async def test_an_outage_never_ends_a_live_actors_jobs(
         finally:
             await check.aclose()
         results = await asyncio.gather(*(sup.output(j, wait=60) for j in accepted))
+        after = await command_connections(own_redis.url)
     finally:
         await sup.close()
     died = [e for e in events if "died" in e.get("error", "")]
     print(f"\n{outage.__name__}: {len(tried)} tried, {len(accepted)} accepted")  # type: ignore[attr-defined]
     assert len(accepted) > 50  # load really ran
+    assert len(before) == 3  # the supervisor's and each actor's
+    if outage is pause:  # waited out on the same connections, unless past the timeout
+        assert before.isdisjoint(after) == (redis_timeout < 3 * ttl), (before, after)
     assert died == []
     assert [r["job_id"] for r in results if r["status"] != "finished"] == []
     assert all(r["output"] == r["job_id"] for r in results)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -225,3 +226,53 @@ def until_busy(port: int) -> None:
             time.sleep(0.05)
     finally:
         client.close()
+
+
+async def test_a_stopped_redis_is_answered_minus_32007_after_the_redis_timeout(
+    tmp_path: Path,
+) -> None:
+    """Redis stopped (SIGSTOP: a frozen host, its sockets open, so no error
+    ever comes): calls are answered -32007 after about HERO_REDIS_TIMEOUT,
+    over WebSocket and HTTP (503), instead of never; once Redis runs again so
+    do they. A create answered -32007 may still have happened (Redis had its
+    bytes): retried with the same job_id, it is the one job either way."""
+    redis_server = EmbeddedRedis(tmp_path / "stopped", appendonly=False).start()
+    process = redis_server.process
+    assert process is not None
+    spec = {"script": "print(1)", "script_type": "osis", "job_id": "during"}
+    try:
+        with running_server(redis_server.url, tmp_path / "serve.log", redis_timeout=1) as gateway:
+            async with Rpc.connect(gateway.ws) as rpc:
+                assert (await rpc.call("job.list", {}))["jobs"] == []
+                process.send_signal(signal.SIGSTOP)
+                try:
+                    started = time.monotonic()
+                    answers = await asyncio.gather(
+                        rpc.request("job.list", {}, within=30),
+                        rpc.request("job.create", {"job": spec}, within=30),
+                    )
+                    waited = time.monotonic() - started
+                    assert [a["error"]["code"] for a in answers] == [-32007, -32007], answers
+                    assert 0.5 <= waited < 1.25 + 1.5, waited  # silent since its last reply
+                    # meanwhile every new connection's handshake times out too
+                    answer = await rpc.request("job.get", {"job_id": "during"}, within=30)
+                    assert answer["error"]["code"] == -32007, answer
+                    frame = {"jsonrpc": "2.0", "id": 1, "method": "job.list", "params": {}}
+                    status, raw, _ = await asyncio.to_thread(
+                        http_post, f"{gateway.http}/rpc", json.dumps(frame), {}, 30
+                    )
+                    assert (status, json.loads(raw)["error"]["code"]) == (503, -32007), raw
+                finally:
+                    process.send_signal(signal.SIGCONT)
+                await rpc_until_ok(rpc, "job.list", {})
+                again = await rpc.call("job.create", {"job": spec})  # the id is the idempotency key
+                assert again["job_id"] == "during", again
+                listed = await rpc.call("job.list", {})
+                assert [j["id"] for j in listed["jobs"]] == ["during"], listed
+            log = gateway.log()
+        assert "Traceback" not in log
+        assert "rpc method failed" not in log
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # stop() must reach a stopped one
+        redis_server.stop()

@@ -16,10 +16,12 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis, free_port
-from gateway.supervisor.wire import Subscriber, Wire
+from gateway.supervisor.subscriber import Subscriber
+from gateway.supervisor.wire import Wire
 from tests.helpers import blocked_in, eventually
 
 
@@ -294,6 +296,59 @@ async def test_a_caller_cancelled_while_its_write_waits_leaves_the_others_connec
     finally:
         await wire.aclose()
         server.stop()
+
+
+async def test_a_stopped_redis_fails_the_calls_after_the_timeout_and_is_dialled_again(
+    tmp_path: Path,
+) -> None:
+    """Redis stopped (SIGSTOP: its sockets stay open, so no error ever comes):
+    the commands in flight fail with TimeoutError after about ``timeout``
+    seconds, not never, and once Redis runs again the next command connects
+    again and is answered."""
+    server = EmbeddedRedis(tmp_path, appendonly=False).start()
+    wire = Wire(server.url, "test-wire-stall", timeout=0.8)
+    assert server.process is not None
+    try:
+        assert await wire.execute_command("SET", "wi-stall", "before") == "OK"
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            calls = [wire.execute_command("GET", "wi-stall"), wire.pipeline([("PING",)] * 3)]
+            failed = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
+            waited = time.monotonic() - started
+            assert [type(f) for f in failed] == [RedisTimeoutError, RedisTimeoutError]
+            assert 0.8 <= waited < 0.8 * 1.25 + 0.5, waited
+            with pytest.raises(RedisTimeoutError):  # dialling a stopped Redis times out too
+                await asyncio.wait_for(wire.execute_command("PING"), 10)
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert await wire.execute_command("GET", "wi-stall") == "before"
+    finally:
+        await wire.aclose()
+        server.stop()
+
+
+async def test_a_slow_redis_that_keeps_answering_is_not_a_stalled_one(redis_url: str) -> None:
+    """The stall watch counts replies, not time per call: slow commands (each
+    0.15 s of Lua) that keep Redis busy for several timeouts in all, and a wire
+    idle for longer than one, stay connected. (They go one after the other:
+    Redis answers what it read in one go together, so a pipeline is one step.)"""
+    wire = Wire(redis_url, "test-wire-slow", timeout=0.4)
+    busy = """local t0 = redis.call('TIME')
+while true do
+  local t = redis.call('TIME')
+  if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 150000 then return 1 end
+end"""
+    try:
+        assert await wire.execute_command("PING") in ("PONG", True)
+        await asyncio.sleep(1.0)  # idle: nothing owed, nothing to watch
+        started = time.monotonic()
+        for _ in range(8):
+            assert await wire.execute_command("EVAL", busy, 0) == 1
+        assert time.monotonic() - started > 1.0  # longer than two timeouts in all
+        assert await wire.execute_command("PING") in ("PONG", True)
+    finally:
+        await wire.aclose()
 
 
 async def test_a_push_callback_that_fails_closes_the_socket(

@@ -106,6 +106,15 @@ class QueueSettings:
         "`pipeline run` publishes its report (stats.report) there when it is set or a `dev` runs.",
         (*EVERY_COMMAND, "pipeline run", "pipeline synth"),
     )
+    redis_timeout: float = setting(
+        10.0,
+        positive,
+        "Seconds Redis may owe a connection replies and send none before it counts as lost: "
+        "the calls in flight on it are answered -32007 (Redis unreachable; they may have run "
+        "once it answers again) instead of waiting on a stopped or wedged Redis for ever. "
+        "Keep it above the slowest command you let Redis run. BLOCKing reads wait as asked.",
+        ("serve", "actor", "dev", "keys", "acl"),
+    )
     script_types: tuple[str, ...] = setting(
         DEFAULT_SCRIPT_TYPES,
         parse_csv,

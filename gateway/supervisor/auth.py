@@ -34,7 +34,8 @@ from gateway.errors import InvalidParams
 from gateway.supervisor import keys
 from gateway.supervisor.connection import UNAVAILABLE, Commands, guarded
 from gateway.supervisor.replies import pairs
-from gateway.supervisor.wire import Subscriber, Wire
+from gateway.supervisor.subscriber import Subscriber
+from gateway.supervisor.wire import Wire
 
 Scope = Literal["user", "admin"]
 SCOPES: tuple[Scope, ...] = ("user", "admin")
@@ -62,12 +63,14 @@ class KeyStore:
     """Create, verify, list and revoke API keys (``gateway.rpc`` sees only
     ``verify`` and ``exist``, through its ``KeyStore`` protocol)."""
 
-    def __init__(self, client: Commands, url: str) -> None:
+    def __init__(self, client: Commands, url: str, *, timeout: float | None = None) -> None:
         """``client``: the process's connection (a gateway passes its
         supervisor's). ``url``: the same Redis, for the connections a
-        ``create`` (its WATCH) and ``watch_revocations`` open beside it."""
+        ``create`` (its WATCH) and ``watch_revocations`` open beside it;
+        ``timeout``: the WATCH connection's (``Wire``), HERO_REDIS_TIMEOUT."""
         self._redis = client
         self._url = url
+        self._timeout = timeout
 
     @guarded
     async def create(self, name: str, scope: str, caller_id: str | None = None) -> str:
@@ -90,7 +93,7 @@ class KeyStore:
         flat = [x for item in fields.items() for x in item]
         # WATCH the set of hashes: two concurrent creates with one name cannot
         # both pass. A WATCH holds for its connection, so it gets its own.
-        own = Wire(self._url, "keys")
+        own = Wire(self._url, "keys", timeout=self._timeout)
         try:
             for _ in range(_CREATE_ATTEMPTS):
                 await own.execute_command("WATCH", keys.API_KEYS)

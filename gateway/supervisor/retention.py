@@ -19,7 +19,7 @@ class JobLookup:
     """Which of a batch of jobs Redis still has, for one sweep."""
 
     def __init__(self, config: Config) -> None:
-        self._wire = Wire(config.redis, "actor-log-sweep")
+        self._wire = Wire(config.redis, "actor-log-sweep", timeout=config.redis_timeout)
 
     async def present(self, job_ids: Sequence[str]) -> set[str]:
         """The ids among ``job_ids`` whose job key Redis still has, in one

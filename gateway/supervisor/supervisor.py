@@ -51,7 +51,7 @@ class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
         #: The process's one connection for every command (the Commands port).
-        self.wire = Wire(config.redis, "supervisor-jobs")
+        self.wire = Wire(config.redis, "supervisor-jobs", timeout=config.redis_timeout)
         self.waits = WaitHub(
             self.wire,
             watch_interval=config.watch_interval,
@@ -60,7 +60,7 @@ class Supervisor:
         )
         # Waits need only terminal events at once; subscribers need them all.
         self._reader = EventReader(
-            Wire(config.redis, "events"),
+            Wire(config.redis, "events"),  # XREAD BLOCK: no timeout (the stall watch)
             eager=self._anyone_subscribed,
             on_ended=self.waits.on_events,
             ended_wanted=self._anyone_waits,

@@ -29,10 +29,25 @@ The errors are redis-py's, so callers keep one set of ``except`` clauses:
 as a ``ConnectionError`` and drops the socket), ``ConnectionError`` when the
 socket is lost (every command in flight fails with it and nothing is
 re-sent, since a command may have run: an actor's ``hero_cycle`` must never
-run twice), ``TimeoutError`` when connecting takes too long. The next
-command after a loss connects again.
+run twice), ``TimeoutError`` when connecting takes too long, or when Redis
+owes replies and sends none for ``timeout`` seconds. The next command after
+a loss connects again.
 
-A ``Subscriber`` is the same connection in pub/sub mode: Redis pushes
+That last one is the stall watch. A Redis that is stopped (SIGSTOP, a
+frozen VM) or wedged keeps its TCP connections open, so neither keepalive
+nor a read error ever ends a call; and no read can carry a timeout of its
+own, since replies are matched in order on one socket. So the link watches
+itself instead: it notes the loop's clock when a reply comes and when a
+command is sent while none was owed, and a timer every
+``timeout / STALL_TICKS`` seconds ends the link as if lost once replies
+are owed and that note is ``timeout`` old, failing every command in flight
+with ``TimeoutError``: between one and 1¼ timeouts of silence. A
+connection that BLOCKs by design (XREAD BLOCK, BLPOP) or is in pub/sub mode
+has no timeout: it waits as long as Redis does and resumes with it. (Redis
+answers what it read in one go together, so a pipeline counts as one
+command: its replies come when its last one is done.)
+
+A ``subscriber.Subscriber`` is the same connection in pub/sub mode: Redis pushes
 messages to it, and they go to a callback instead of a waiting caller.
 """
 
@@ -62,14 +77,23 @@ from gateway.supervisor.connection import (
 
 Push = Callable[[list[Any]], None]
 
+#: Ticks of the stall watch per ``timeout``: the link is ended between one and
+#: ``1 + 1 / STALL_TICKS`` timeouts after its last sign of life.
+STALL_TICKS = 4
+
 
 class _Link:
     """One connected redis-py connection, multiplexed: replies in, one future
     each; or, in pub/sub mode, pushes to ``on_push``."""
 
-    def __init__(self, conn: AbstractConnection) -> None:
+    def __init__(self, conn: AbstractConnection, timeout: float | None) -> None:
         loop = asyncio.get_running_loop()
         self.conn = conn
+        self._timeout = timeout
+        self._clock = loop.time
+        #: The stall watch's last sign of life: a reply, or a send when none was owed.
+        self._heard = loop.time()
+        self._watch = None if timeout is None else loop.call_later(timeout, self._check)
         #: Set once the handshake is answered, for a connection in pub/sub mode.
         self.on_push: Push | None = None
         self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
@@ -91,6 +115,8 @@ class _Link:
         packed = self._pack(commands)  # TypeError here: nothing queued, the line intact
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in commands]
+        if not self.waiting:
+            self._heard = self._clock()
         self.waiting.extend(futures)
         self._queue(packed)
         return futures
@@ -144,6 +170,7 @@ class _Link:
                 if self.on_push is not None:
                     self.on_push(reply)
                     continue
+                self._heard = self._clock()
                 future = self.waiting.popleft()
                 if future.done():  # its caller gave up; the reply still had its turn
                     continue
@@ -156,8 +183,20 @@ class _Link:
         finally:
             self._end()
 
-    def _end(self) -> None:
-        error = RedisConnectionError("connection to Redis lost")
+    def _check(self) -> None:
+        """One tick of the stall watch (module docstring)."""
+        assert self._timeout is not None
+        if not self.waiting or self._clock() - self._heard < self._timeout:
+            loop = asyncio.get_running_loop()
+            self._watch = loop.call_later(self._timeout / STALL_TICKS, self._check)
+            return
+        self._reader.cancel()  # its ``finally`` ends the link too, with nothing left to fail
+        self._end(RedisTimeoutError(f"Redis sent no reply for {self._timeout:g} s"))
+
+    def _end(self, error: Exception | None = None) -> None:
+        error = error or RedisConnectionError("connection to Redis lost")
+        if self._watch is not None:
+            self._watch.cancel()
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
@@ -187,10 +226,20 @@ class Wire:
     The one implementation of ``connection.Commands``."""
 
     def __init__(
-        self, url: str, name: str, *, on_push: Push | None = None, track: Sequence[str] = ()
+        self,
+        url: str,
+        name: str,
+        *,
+        timeout: float | None = None,
+        on_push: Push | None = None,
+        track: Sequence[str] = (),
     ) -> None:
+        """``timeout``: seconds Redis may owe replies and send none before the
+        link counts as lost (the stall watch, module docstring); None for a
+        connection that BLOCKs or subscribes."""
         self._url = url
         self._name = name
+        self._timeout = timeout
         self._link: _Link | None = None
         self._connecting: asyncio.Lock | None = None
         self._on_push = on_push
@@ -286,7 +335,7 @@ class Wire:
         except BaseException:  # cancelled, or refused otherwise: no half-open socket left
             await conn.disconnect(nowait=True)
             raise
-        link = _Link(conn)
+        link = _Link(conn, self._timeout)
         try:
             self.tracking = bool(self._track) and await _track(link, self._track)
         except BaseException:
@@ -334,61 +383,3 @@ async def _track(link: _Link, prefixes: Sequence[str]) -> bool:
 
 #: The channel on which a tracking connection in RESP2 hears of written keys.
 INVALIDATE = "__redis__:invalidate"
-
-
-class Subscriber:
-    """A connection in pub/sub mode: every message goes to ``on_message``.
-
-    ``subscribe`` returns once Redis has confirmed every channel, so the caller
-    knows from when on it hears what is published, and returns a future that
-    ends when the connection is lost. Subscribing again after a loss is up to
-    the caller, who may have missed messages meanwhile and knows what that
-    means for it.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        name: str,
-        on_message: Callable[[str, str], None],
-        *,
-        track: Sequence[str] = (),
-        on_written: Callable[[list[str] | None], None] | None = None,
-    ) -> None:
-        """``track``: key prefixes whose writes are reported to ``on_written``
-        (the keys, or None when the whole database was flushed), on every
-        connection Redis allows it; see ``tracking``."""
-        self._wire = Wire(url, name, on_push=self._push, track=track)
-        self._on_message = on_message
-        self._on_written = on_written
-        self._unconfirmed = 0
-        self._confirmed: asyncio.Future[None] | None = None
-
-    async def subscribe(self, channels: Sequence[str]) -> asyncio.Future[None]:
-        self._unconfirmed = len(channels)
-        self._confirmed = asyncio.get_running_loop().create_future()
-        lost = await self._wire.post("SUBSCRIBE", *channels)
-        await asyncio.wait({self._confirmed, lost}, return_when=asyncio.FIRST_COMPLETED)
-        if not self._confirmed.done():
-            raise RedisConnectionError("connection to Redis lost")
-        return lost
-
-    @property
-    def tracking(self) -> bool:
-        """Whether Redis tracks the prefixes for this connection (after ``subscribe``)."""
-        return self._wire.tracking
-
-    async def aclose(self) -> None:
-        await self._wire.aclose()
-
-    def _push(self, reply: list[Any]) -> None:
-        kind = reply[0] if isinstance(reply, list) and reply else None
-        if kind == "message" and reply[1] == INVALIDATE and self._on_written is not None:
-            self._on_written(reply[2])
-        elif kind == "message":
-            self._on_message(reply[1], reply[2])
-        elif kind == "subscribe":
-            self._unconfirmed -= 1
-            if self._unconfirmed <= 0 and self._confirmed is not None:
-                with contextlib.suppress(asyncio.InvalidStateError):
-                    self._confirmed.set_result(None)

@@ -48,7 +48,8 @@ from gateway.model import library as functions
 from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
 from gateway.supervisor.in_hand import InHand, RunKey, run_key
-from gateway.supervisor.wire import Subscriber, Wire
+from gateway.supervisor.subscriber import Subscriber
+from gateway.supervisor.wire import Wire
 
 #: Seconds between looks at the queues when Redis refuses CLIENT TRACKING.
 FALLBACK_POLL = 0.025
@@ -122,7 +123,7 @@ class ActorLink:
         a Wire never re-sends, so a lost cycle is never claimed twice), the
         wake-up subscriber (pub/sub mode) and the control queue's blocking
         reader (a BLPOP must not stall the others)."""
-        self._wire = Wire(config.redis, "actor-jobs")
+        self._wire = Wire(config.redis, "actor-jobs", timeout=config.redis_timeout)
         #: Jobs pushed by anyone are found by watching the list queues; stream
         #: mode keeps its PUBLISH wake-ups (every read and ack writes the stream).
         self._watch = not self.stream
@@ -131,7 +132,7 @@ class ActorLink:
         self._waker = Subscriber(
             config.redis, "actor-waker", self._on_message, track=track, on_written=self._on_written
         )
-        self._control = Wire(config.redis, "actor-control")
+        self._control = Wire(config.redis, "actor-control")  # BLPOP: no timeout
 
     async def open(self) -> None:
         await library.load(self._wire)
