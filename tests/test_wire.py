@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import eventloop
 from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.supervisor.connection import CONNECT_TIMEOUT
 from gateway.supervisor.subscriber import Subscriber
 from gateway.supervisor.wire import Wire
 from tests.helpers import blocked_in, eventually
@@ -303,8 +304,9 @@ async def test_a_stopped_redis_fails_the_calls_after_the_timeout_and_is_dialled_
 ) -> None:
     """Redis stopped (SIGSTOP: its sockets stay open, so no error ever comes):
     the commands in flight fail with TimeoutError after about ``timeout``
-    seconds, not never, and once Redis runs again the next command connects
-    again and is answered."""
+    seconds, not never. A retry at once dials again (not the dead link), and
+    callers that find it down share one dial, failing together; once Redis
+    runs again the next command is answered."""
     server = EmbeddedRedis(tmp_path, appendonly=False).start()
     wire = Wire(server.url, "test-wire-stall", timeout=0.8)
     assert server.process is not None
@@ -318,14 +320,56 @@ async def test_a_stopped_redis_fails_the_calls_after_the_timeout_and_is_dialled_
             waited = time.monotonic() - started
             assert [type(f) for f in failed] == [RedisTimeoutError, RedisTimeoutError]
             assert 0.8 <= waited < 0.8 * 1.25 + 0.5, waited
-            with pytest.raises(RedisTimeoutError):  # dialling a stopped Redis times out too
-                await asyncio.wait_for(wire.execute_command("PING"), 10)
+            started = time.monotonic()
+            retries = [wire.execute_command("PING") for _ in range(8)]
+            again = await asyncio.wait_for(asyncio.gather(*retries, return_exceptions=True), 30)
+            waited = time.monotonic() - started
+            assert {str(e) for e in again} == {"timed out connecting to Redis"}, again
+            assert CONNECT_TIMEOUT <= waited < 2 * CONNECT_TIMEOUT, waited  # one dial for all
         finally:
             server.process.send_signal(signal.SIGCONT)
         assert await wire.execute_command("GET", "wi-stall") == "before"
     finally:
         await wire.aclose()
         server.stop()
+
+
+async def test_a_retry_right_after_a_stall_dials_again(tmp_path: Path) -> None:
+    """The caller woken by the stall's TimeoutError calls again at once, before
+    the loss's callbacks ran: that call dials, it does not fail on the dead link."""
+    server = EmbeddedRedis(tmp_path, appendonly=False).start()
+    wire = Wire(server.url, "test-wire-retry", timeout=0.4)
+    assert server.process is not None
+    try:
+        await wire.execute_command("PING")
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(RedisTimeoutError):
+                await wire.execute_command("PING")
+            retry = asyncio.ensure_future(wire.execute_command("PING"))
+            await asyncio.sleep(0.3)
+            assert not retry.done()  # dialling, not failed at once
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert await asyncio.wait_for(retry, 10) in ("PONG", True)
+    finally:
+        await wire.aclose()
+        server.stop()
+
+
+async def test_a_blocked_loop_does_not_blame_redis(redis_url: str) -> None:
+    """This process's loop blocked for longer than the timeout while a reply
+    sat unread: the late tick waits for the reader, and the reply is taken."""
+    wire = Wire(redis_url, "test-wire-blocked", timeout=0.4)
+    try:
+        await wire.execute_command("PING")
+        ping = asyncio.ensure_future(wire.execute_command("PING"))
+        for _ in range(3):
+            await asyncio.sleep(0)  # written
+        time.sleep(0.8)  # noqa: ASYNC251  (blocks the loop on purpose: the reply waits unread)
+        assert await asyncio.wait_for(ping, 5) in ("PONG", True)
+    finally:
+        await wire.aclose()
 
 
 async def test_a_slow_redis_that_keeps_answering_is_not_a_stalled_one(redis_url: str) -> None:

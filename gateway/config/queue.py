@@ -112,7 +112,8 @@ class QueueSettings:
         "Seconds Redis may owe a connection replies and send none before it counts as lost: "
         "the calls in flight on it are answered -32007 (Redis unreachable; they may have run "
         "once it answers again) instead of waiting on a stopped or wedged Redis for ever. "
-        "Keep it above the slowest command you let Redis run. BLOCKing reads wait as asked.",
+        "Keep it above the longest Redis stays busy (the slow commands of all clients "
+        "together) and the time the largest reply takes to arrive. BLOCKing reads wait as asked.",
         ("serve", "actor", "dev", "keys", "acl"),
     )
     script_types: tuple[str, ...] = setting(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from gateway.supervisor import keys
 from gateway.supervisor.connection import Commands
-from gateway.supervisor.wire import INVALIDATE
+from gateway.supervisor.link import INVALIDATE
 
 STAR = "*"
 

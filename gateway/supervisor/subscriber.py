@@ -14,7 +14,8 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from gateway.supervisor.wire import INVALIDATE, Wire
+from gateway.supervisor.link import INVALIDATE
+from gateway.supervisor.wire import Wire
 
 
 class Subscriber:
