@@ -1,10 +1,15 @@
-"""uvicorn's HTTP and WebSocket protocols, with the two deadlines they lack.
+"""uvicorn's HTTP and WebSocket protocols, with the deadlines and budget they lack.
 
 - Headers: uvicorn's h11 protocol waits forever for a request's headers (its
   keep-alive timeout starts only after a response), so a client that sends
   half a request line holds a connection for good. ``HeaderDeadlineH11``
   closes a connection that has not completed a request's headers within
   ``header_timeout`` seconds of opening or of its last response.
+- Who holds them: each such wait counts in the budget of unidentified
+  connections (``admission.Unidentified``), from the moment the connection
+  opens, or the first byte of its next request arrives, until the
+  request's headers are complete: one that stays unidentified past its
+  client's limit is answered 503 and closed.
 - Closing: when the app is done with a WebSocket whose peer does not read,
   uvicorn closes the transport, and asyncio keeps a closing transport open
   until its write buffer drains, which for that peer is never.
@@ -26,30 +31,92 @@ from __future__ import annotations
 
 import asyncio
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from gateway.admission import Ticket, Unidentified
+from gateway.errors import Overloaded
+
+#: What a connection refused by the budget is sent, before it is closed: the
+#: app's 503 for too many connections (``rpc.app``), spelled out here since
+#: nothing of the request has been read.
+_REFUSAL_BODY = (
+    b'{"jsonrpc":"2.0","error":{"code":%d,"message":"Too many unidentified connections"},'
+    b'"id":null}' % Overloaded.code
+)
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+    % (len(_REFUSAL_BODY), _REFUSAL_BODY)
+)
+
 
 class HeaderDeadlineH11(H11Protocol):
-    """h11 with a deadline for each request's headers (``header_timeout``)."""
+    """h11 with a deadline for each request's headers (``header_timeout``),
+    each wait counted in ``unidentified`` (when given)."""
 
     header_timeout = 10.0
+    unidentified: Unidentified | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _ticket: Ticket | None = None
+    #: The request being served when the ticket was taken: a new one means
+    #: the headers the ticket waited for are complete.
+    _ticket_cycle: RequestResponseCycle | None = None
 
     def connection_made(  # type: ignore[override]  # as uvicorn's own
         self, transport: asyncio.Transport
     ) -> None:
         super().connection_made(transport)
+        self._unidentified()
         self._arm()
 
+    def data_received(self, data: bytes) -> None:
+        if self._ticket is None and self._between_requests():
+            self._unidentified()  # the first bytes of a next request
+        super().data_received(data)
+        if self._ticket is not None and self.cycle is not self._ticket_cycle:
+            self._identified()  # a request's headers are complete
+
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        super().on_response_complete()  # may start a pipelined request
         self._arm()
+        if self._between_requests() and self.conn.trailing_data[0]:
+            self._unidentified()  # part of a next request waits: counted as it would be
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._identified()  # the app counts a socket that must still log in
+        super().handle_websocket_upgrade(event)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
+        self._identified()
         super().connection_lost(exc)
+
+    def _between_requests(self) -> bool:
+        return not self.transport.is_closing() and (
+            self.cycle is None or self.cycle.response_complete
+        )
+
+    def _unidentified(self) -> None:
+        """Take a ticket for the headers now awaited."""
+        if self.unidentified is None or self._ticket is not None:
+            return
+        host = self.client[0] if self.client else None
+        self._ticket = self.unidentified.admit(host, self._refuse)
+        self._ticket_cycle = self.cycle
+
+    def _identified(self) -> None:
+        if self._ticket is not None:
+            self._ticket.release()
+            self._ticket = None
+
+    def _refuse(self) -> None:
+        self._ticket = None
+        if not self.transport.is_closing():
+            self.transport.write(REFUSAL)
+            self.transport.close()
 
     def _arm(self) -> None:
         """One timer per connection, re-armed after each response."""
@@ -67,9 +134,13 @@ class HeaderDeadlineH11(H11Protocol):
             self.transport.close()
 
 
-def http_protocol(header_timeout: float) -> type[HeaderDeadlineH11]:
-    """The h11 protocol class with ``header_timeout`` (uvicorn builds one per connection)."""
-    return type("HeaderDeadlineH11", (HeaderDeadlineH11,), {"header_timeout": header_timeout})
+def http_protocol(
+    header_timeout: float, unidentified: Unidentified | None = None
+) -> type[HeaderDeadlineH11]:
+    """The h11 protocol class with ``header_timeout`` and the budget of
+    unidentified connections (uvicorn builds one instance per connection)."""
+    settings = {"header_timeout": header_timeout, "unidentified": unidentified}
+    return type("HeaderDeadlineH11", (HeaderDeadlineH11,), settings)
 
 
 class GracefulWebSocketProtocol(WebSocketsSansIOProtocol):

@@ -66,6 +66,8 @@ def limits(config: Config) -> Limits:
         unsent_grace=config.unsent_grace,
         auth_timeout=config.auth_timeout,
         max_connections=config.max_connections,
+        max_unidentified=config.max_unidentified,
+        max_unidentified_per_client=config.max_unidentified_per_client,
         require_keys=not config.insecure and not is_loopback(config.host),
         allowed_origins=frozenset(config.allowed_origins),
         check_results=config.check_results,
@@ -113,7 +115,7 @@ def uvicorn_config(config: Config, gateway: Gateway) -> uvicorn.Config:
         gateway.app,
         host=config.host,
         port=config.port,
-        http=http_protocol(config.header_timeout),
+        http=http_protocol(config.header_timeout, gateway.unidentified),
         ws=GracefulWebSocketProtocol,  # uvicorn's "websockets-sansio", closing gracefully
         # JSON-RPC frames are small: compressing each one (permessage-deflate, on
         # by default) cost 10-15% of the gateway's CPU per job in the WebSocket

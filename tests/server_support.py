@@ -40,6 +40,8 @@ from websockets.asyncio.client import ClientConnection
 
 from gateway import contract
 from gateway.embedded_redis import EmbeddedRedis, free_port
+from gateway.supervisor.auth import KeyStore
+from gateway.supervisor.wire import Wire
 from tests.conftest import ROOT
 
 #: Limits of the shared test server: small, so tests can reach them cheaply.
@@ -172,6 +174,17 @@ def server(shared_server: Server, redis_url: str) -> Iterator[Server]:
         line for line in shared_server.log()[start:].splitlines() if CONTRACT_BREACH in line
     ]
     assert not breaches, "results that break the contract:\n" + "\n".join(breaches)
+
+
+@pytest.fixture
+async def admin_key(redis_url: str) -> AsyncIterator[str]:
+    """An admin key on the test's Redis: with it, keys exist, and a client
+    without one must log in."""
+    client = Wire(redis_url, "test-keys")
+    try:
+        yield await KeyStore(client, redis_url).create("root", "admin")
+    finally:
+        await client.aclose()
 
 
 @pytest.fixture

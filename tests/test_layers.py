@@ -35,6 +35,7 @@ LAYERS = {
     "gateway.config": "floor",
     "gateway.eventloop": "floor",
     "gateway.protocols": "floor",
+    "gateway.admission": "floor",
     # the sans-I/O model: a job, its events, the typed binding of hero.lua
     "gateway.model": "model",
     "gateway.supervisor": "supervisor",

@@ -13,28 +13,17 @@ import resource
 import socket
 import struct
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import websockets
 
 from gateway.rpc.websocket import AUTH_TIMEOUT
-from gateway.supervisor.auth import KeyStore
-from gateway.supervisor.wire import Wire
 from tests.server_support import Rpc, Server, http_post, post, running_server
 
 DEADLINE = 3.0
 IDLE_SOCKETS = 2000
-
-
-@pytest.fixture
-async def admin_key(redis_url: str) -> AsyncIterator[str]:
-    client = Wire(redis_url, "test-keys")
-    try:
-        yield await KeyStore(client, redis_url).create("root", "admin")
-    finally:
-        await client.aclose()
 
 
 @pytest.fixture
@@ -59,6 +48,10 @@ def keyed_server(
         auth_timeout=DEADLINE,
         header_timeout=DEADLINE,
         max_connections=3 * IDLE_SOCKETS,
+        # these tests hold thousands of unidentified sockets from one address
+        # to see the deadlines end them; the budget is test_server_admission's
+        max_unidentified=3 * IDLE_SOCKETS,
+        max_unidentified_per_client=3 * IDLE_SOCKETS,
         log_level="debug",
     ) as started:
         yield started

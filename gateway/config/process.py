@@ -127,6 +127,23 @@ class ServeSettings:
         "HTTP request is answered 503.",
         ("serve",),
     )
+    max_unidentified: int = setting(
+        1024,
+        positive_int,
+        "Connections one gateway process lets stay unidentified for over a second (request "
+        "headers not complete, or a WebSocket opened without a key not yet logged in), so "
+        "the rest of --max-connections stays for clients that said who they are; past it, "
+        "one that stays unidentified is closed (HTTP: 503, WebSocket: 1013).",
+        ("serve",),
+    )
+    max_unidentified_per_client: int = setting(
+        32,
+        positive_int,
+        "Of those, the most one client may hold: an IPv4 address, or an IPv6 /64 (uvicorn "
+        "reads a WebSocket's client from X-Forwarded-For when the proxy is in its "
+        "FORWARDED_ALLOW_IPS, 127.0.0.1 and ::1 unless set).",
+        ("serve",),
+    )
     ping_interval: float = setting(
         20.0,
         non_negative,

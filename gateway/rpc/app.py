@@ -34,6 +34,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from gateway import contract
+from gateway.admission import Unidentified
 from gateway.config import DEFAULTS
 from gateway.errors import BackendUnavailable, Forbidden, HeroError, Overloaded, Unauthenticated
 from gateway.rpc import origins
@@ -72,6 +73,9 @@ class Limits:
     auth_timeout: float = DEFAULTS.auth_timeout
     #: WebSockets this process serves at once; past it an upgrade is answered 503.
     max_connections: int = DEFAULTS.max_connections
+    #: Stale unidentified connections (``admission``): in all, and per client.
+    max_unidentified: int = DEFAULTS.max_unidentified
+    max_unidentified_per_client: int = DEFAULTS.max_unidentified_per_client
     #: Never serve unauthenticated clients, even with no keys (non-loopback listeners).
     require_keys: bool = False
     #: Browser origins whose pages may use the gateway while it has no key (rpc/origins.py).
@@ -101,6 +105,11 @@ class Gateway:
 
     def __init__(self, open_services: OpenServices, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
+        #: Shared with the server's HTTP protocol, which counts headers pending.
+        self.unidentified = Unidentified(
+            per_client=self.limits.max_unidentified_per_client,
+            total=self.limits.max_unidentified,
+        )
         self._open_services = open_services
         self._services: Services | None = None
         self._auth: Authenticator | None = None
@@ -196,6 +205,9 @@ class Gateway:
             auth_timeout=self.limits.auth_timeout,
             draining=lambda: self.draining,
         )
+        if mode.identity is None:  # it must log in: unidentified until it has
+            host = ws.client.host if ws.client else None
+            connection.unidentified = self.unidentified.admit(host, connection.crowded_out)
         self._connections.add(connection)
         try:
             await ws.accept()

@@ -37,6 +37,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from gateway.admission import Ticket
 from gateway.rpc.backends import EventSource
 from gateway.rpc.context import CallContext
 from gateway.rpc.credentials import Authenticator, Mode
@@ -61,6 +62,7 @@ CLOSE_TIMEOUT = 10.0
 
 NOT_READING = "client does not read its replies"
 AUTH_TIMEOUT = "authentication timeout"
+TOO_MANY_UNIDENTIFIED = "Too many unidentified connections"
 
 
 class Connection:
@@ -95,6 +97,8 @@ class Connection:
         self._closing = False
         self.subscriptions = ConnectionSubscriptions(events, self.notify, self._lost)
         self.ctx = CallContext(mode.identity, self.notify, self.subscriptions)
+        #: Its place in the budget of unidentified connections until it logs in.
+        self.unidentified: Ticket | None = None
 
     async def serve(self) -> None:
         """Read until the client leaves or the socket is closed; then clean up."""
@@ -126,6 +130,7 @@ class Connection:
         finally:
             if deadline is not None:
                 deadline.cancel()
+            self._identified()
             writer.cancel()
             await self._teardown()
 
@@ -180,6 +185,8 @@ class Connection:
             self.ctx.identity = self._mode.identity
             elements, taken = admit(frame, self._budget)
             await self._answer(frame, elements, taken)  # inline: ordered before what follows
+            if self.ctx.identity is not None:
+                self._identified()
             return
         else:
             elements, taken = admit(frame, self._budget)
@@ -217,6 +224,16 @@ class Connection:
             self._outbox.put(text, written)
 
     # -- ending ----------------------------------------------------------------------
+
+    def crowded_out(self) -> None:
+        """Unidentified for too long while its client holds the most such
+        connections (``admission``): closed, to try again later."""
+        self._spawn(self.close(CLOSE_TRY_AGAIN, TOO_MANY_UNIDENTIFIED))
+
+    def _identified(self) -> None:
+        if self.unidentified is not None:
+            self.unidentified.release()
+            self.unidentified = None
 
     async def _auth_expired(self) -> None:
         if self.ctx.identity is None:

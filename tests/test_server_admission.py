@@ -1,0 +1,173 @@
+"""The budget of unidentified connections (``gateway.admission``) in a real
+gateway: a stranger holding half-sent requests or sockets that never log in
+cannot keep other clients out.
+
+The stranger connects from 127.0.0.2 and everyone else from 127.0.0.1: the
+whole of 127.0.0.0/8 is loopback, and the gateway tells clients apart by
+address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from tests.server_support import Rpc, Server, running_server
+
+STRANGER = "127.0.0.2"
+PER_CLIENT = 6
+#: Past admission.STALE_AFTER: time is the case.
+STALE = 1.6
+
+
+@pytest.fixture
+def server(redis_url: str, tmp_path: Path, admin_key: str) -> Iterator[Server]:
+    """Room for 4 x PER_CLIENT connections: a stranger alone could fill it."""
+    with running_server(
+        redis_url,
+        tmp_path / "serve.log",
+        max_connections=4 * PER_CLIENT,
+        max_unidentified_per_client=PER_CLIENT,
+        header_timeout=30,
+        auth_timeout=30,
+    ) as started:
+        yield started
+
+
+def half_sent(port: int, source: str = STRANGER) -> socket.socket:
+    """A connection that sends half a request and waits."""
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    return sock
+
+
+def answer(sock: socket.socket, within: float = 0.2) -> bytes | None:
+    """What the gateway sent within ``within`` seconds, or by the time it
+    closed the connection; None: nothing."""
+    sock.settimeout(within)
+    data = b""
+    try:
+        while chunk := sock.recv(4096):
+            data += chunk
+    except TimeoutError:
+        pass
+    return data or None
+
+
+def get(port: int, source: str = "127.0.0.1") -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return s.makefile("rb").read()
+
+
+def test_half_sent_requests_past_the_budget_are_refused_and_others_served(
+    server: Server,
+) -> None:
+    """Four times the budget of half-sent requests, enough to take every
+    slot: once they are stale the stranger keeps PER_CLIENT of them (the rest
+    answered 503 and closed, and so is a new one), and everyone else is
+    served, the stranger's complete requests too. Without the budget this
+    /healthz was a 503."""
+    held = [half_sent(server.port) for _ in range(4 * PER_CLIENT)]
+    try:
+        time.sleep(STALE)
+        answers = [answer(s) for s in held]
+        waiting = [s for s, a in zip(held, answers, strict=True) if a is None]
+        refused = [a for a in answers if a is not None]
+        assert len(waiting) == PER_CLIENT, answers
+        assert all(a.startswith(b"HTTP/1.1 503 ") for a in refused), refused
+        body = json.loads(refused[0].split(b"\r\n\r\n", 1)[1])
+        assert body["error"] == {"code": -32006, "message": "Too many unidentified connections"}
+        assert b" 200 " in get(server.port).split(b"\r\n", 1)[0]
+        assert b" 200 " in get(server.port, STRANGER).split(b"\r\n", 1)[0]  # said who it is
+        late = half_sent(server.port)
+        assert answer(late) is None  # not refused as it opens: it had no time to say
+        assert (answer(late, within=5) or b"").startswith(b"HTTP/1.1 503 ")  # stale: closed
+        for sock in waiting:  # they finish their requests: identified, and served
+            sock.sendall(b"1\r\nConnection: close\r\n\r\n")
+            assert (answer(sock, within=5) or b"").startswith(b"HTTP/1.1 200 ")
+        room = half_sent(server.port)  # the budget is free again: this one may wait
+        time.sleep(STALE)
+        assert answer(room) is None
+        room.close()
+        lines = [json.loads(x) for x in server.log().splitlines() if "unidentified" in x]
+        assert len(lines) == 1, lines  # the first told at once, the rest summed later
+        assert (lines[0]["client"], lines[0]["closed"]) == (STRANGER, 1)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_kept_alive_connection_counts_again_while_its_next_request_is_half_sent(
+    server: Server,
+) -> None:
+    """A complete request first, then half of the next one on the same
+    connection: the wait for the second is counted like a new connection's."""
+    kept = []
+    try:
+        for _ in range(PER_CLIENT + 2):
+            sock = socket.create_connection(
+                ("127.0.0.1", server.port), timeout=10, source_address=(STRANGER, 0)
+            )
+            kept.append(sock)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\n")
+        time.sleep(STALE)
+        answers = [answer(s) or b"" for s in kept]
+        assert all(a.startswith(b"HTTP/1.1 200 ") for a in answers), answers  # the first request
+        closed = [a for a in answers if b"HTTP/1.1 503 " in a]
+        assert len(closed) == 2, answers  # the two over the budget, after their first answer
+    finally:
+        for sock in kept:
+            sock.close()
+
+
+async def test_sockets_that_never_log_in_past_the_budget_are_closed_and_refused(
+    server: Server, admin_key: str
+) -> None:
+    """WebSockets opened without a key while keys exist: past the budget, the
+    stale ones are closed 1013, while a socket with a key, from the same
+    address, is served; one that logs in leaves the count."""
+    source = (STRANGER, 0)
+    sockets = [
+        await websockets.connect(server.ws, local_addr=source) for _ in range(PER_CLIENT + 2)
+    ]
+    try:
+        await asyncio.sleep(STALE)
+        closed = []
+        for ws in sockets:
+            try:
+                await asyncio.wait_for(ws.recv(), 0.2)
+            except ConnectionClosed as exc:
+                closed.append((exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else None)
+            except TimeoutError:
+                pass
+        assert closed == [(1013, "Too many unidentified connections")] * 2, closed
+        bearer = {"Authorization": f"Bearer {admin_key}"}
+        async with Rpc.connect(server.ws, additional_headers=bearer, local_addr=source) as keyed:
+            assert (await keyed.call("auth.whoami"))["scope"] == "admin"
+        async with Rpc.connect(server.ws, local_addr=source) as quick:  # logs in at once
+            assert (await quick.call("auth.login", {"key": admin_key}))["scope"] == "admin"
+            await asyncio.sleep(STALE)
+            assert (await quick.call("auth.whoami"))["scope"] == "admin"
+        async with Rpc.connect(server.ws) as other:  # another address: its own budget
+            await other.call("auth.login", {"key": admin_key})
+        login = {"jsonrpc": "2.0", "id": 1, "method": "auth.login", "params": {"key": admin_key}}
+        await sockets[0].send(json.dumps(login))
+        assert json.loads(await sockets[0].recv())["result"]["scope"] == "admin"
+        async with Rpc.connect(server.ws, local_addr=source) as newcomer:  # room again
+            await asyncio.sleep(STALE)  # unidentified past the time: kept, there is room
+            assert (await newcomer.call("auth.login", {"key": admin_key}))["scope"] == "admin"
+    finally:
+        for ws in sockets:
+            await ws.close()
