@@ -25,6 +25,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from gateway import eventloop
+from gateway.config import DEFAULTS
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.supervisor.wire import Wire
 
@@ -71,7 +72,9 @@ def pipelined(client: Any, batch: int) -> Callable[[], Awaitable[Any]]:
 
 async def measure(url: str, n: int, baseline: str | None, batch: int = 1) -> dict[str, float]:
     pool = aioredis.Redis.from_url(url, decode_responses=True)
-    clients: dict[str, Any] = {"redis-py pool": pool, "Wire": Wire(url, "bench")}
+    # as the supervisor builds it: the stall watch on (HERO_REDIS_TIMEOUT's default)
+    wire = Wire(url, "bench", timeout=DEFAULTS.redis_timeout)
+    clients: dict[str, Any] = {"redis-py pool": pool, "Wire": wire}
     if baseline:
         clients["Wire (baseline)"] = load_wire(baseline)(url, "bench-baseline")
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
