@@ -6,7 +6,9 @@ Job transitions are counted inside Redis by the Functions that make them
 (``keys.TRANSITIONS``) and read at scrape time too: one deployment-wide count,
 the same from every gateway, and no gateway has to read every event to keep
 it. RPC latency is a histogram per method and outcome (per process), fed by
-the RPC layer through ``observe_call``.
+the RPC layer through ``observe_call``. The budget of unidentified
+connections (``gateway.admission``) is per process too: how many it holds
+now, and how many it closed.
 ``hero_recommended_actors`` repeats the latest pipeline report's Erlang C advice
 per script type, so an autoscaler (deploy/keda/) can follow it directly.
 """
@@ -19,9 +21,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import INF, floatToGoString
 
+from gateway.admission import Unidentified
 from gateway.supervisor import STATUSES, Supervisor
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -44,6 +47,26 @@ class _Transitions:
         for labels, n in sorted(self.counts.items()):
             family.add_metric(labels, n)
         yield family
+
+
+class _Admission:
+    """The budget of unidentified connections, read as it stands at scrape time."""
+
+    def __init__(self, budget: Unidentified) -> None:
+        self._budget = budget
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield GaugeMetricFamily(
+            "hero_gateway_unidentified_connections",
+            "Connections of this process unidentified for over a second now "
+            "(request headers incomplete, or a WebSocket not logged in)",
+            value=self._budget.stale,
+        )
+        yield CounterMetricFamily(
+            "hero_gateway_unidentified_closed",
+            "Connections this process closed for staying unidentified past the budget",
+            value=self._budget.refused,
+        )
 
 
 class _Latency:
@@ -103,7 +126,7 @@ class _RpcLatencies:
 class Metrics:
     content_type = CONTENT_TYPE
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervisor, unidentified: Unidentified | None = None) -> None:
         self._sup = supervisor
         self.registry = CollectorRegistry()
         r = self.registry
@@ -128,6 +151,8 @@ class Metrics:
         r.register(self.transitions)
         self._rpc = _RpcLatencies()
         r.register(self._rpc)
+        if unidentified is not None:
+            r.register(_Admission(unidentified))
 
     def observe_call(self, method: str, seconds: float, error_code: int | None) -> None:
         """Every served call's latency (the ``Observer`` of gateway/rpc/dispatch.py)."""

@@ -25,6 +25,7 @@ import uvicorn
 from redis.exceptions import RedisError
 
 from gateway import eventloop, logs
+from gateway.admission import Unidentified
 from gateway.config import Config, add_arguments, resolve
 from gateway.errors import BackendUnavailable, InvalidParams
 from gateway.metrics import Metrics
@@ -46,13 +47,16 @@ EXIT_REFUSED = 2
 
 
 @contextlib.asynccontextmanager
-async def services(config: Config) -> AsyncIterator[Services]:
-    """The supervisor and the key store, for the app's lifespan."""
+async def services(
+    config: Config, unidentified: Unidentified | None = None
+) -> AsyncIterator[Services]:
+    """The supervisor, the key store and the metrics (of ``unidentified`` too,
+    the app's budget of unidentified connections), for the app's lifespan."""
     sup = await Supervisor.connect(config)
     log.info("connected to redis", extra={"redis_user": user_of(config.redis)})
     try:
         store = KeyStore(sup.wire, config.redis, timeout=config.redis_timeout)
-        yield Services(supervisor=sup, keys=store, metrics=Metrics(sup))
+        yield Services(supervisor=sup, keys=store, metrics=Metrics(sup, unidentified))
     finally:
         await sup.close()
 
@@ -78,7 +82,8 @@ def limits(config: Config) -> Limits:
 
 def build(config: Config) -> Gateway:
     """The app for ``config`` (its supervisor connects when the lifespan starts)."""
-    return Gateway(lambda: services(config), limits(config))
+    gateway = Gateway(lambda: services(config, gateway.unidentified), limits(config))
+    return gateway
 
 
 class _DenialNoise(logging.Filter):

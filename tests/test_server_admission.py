@@ -20,7 +20,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from tests.server_support import Rpc, Server, running_server
+from tests.server_support import Rpc, Server, http_get, running_server
 
 STRANGER = "127.0.0.2"
 PER_CLIENT = 6
@@ -104,6 +104,12 @@ def test_half_sent_requests_past_the_budget_are_refused_and_others_served(
         lines = [json.loads(x) for x in server.log().splitlines() if "unidentified" in x]
         assert len(lines) == 1, lines  # the first told at once, the rest summed later
         assert (lines[0]["client"], lines[0]["closed"]) == (STRANGER, 1)
+        status, raw = http_get(f"{server.http}/metrics")
+        metrics = raw.decode()
+        assert status == 200, metrics
+        closed = 3 * PER_CLIENT + 1  # the flood's and the late one
+        assert f"hero_gateway_unidentified_closed_total {closed}.0" in metrics
+        assert "hero_gateway_unidentified_connections 0.0" in metrics
     finally:
         for sock in held:
             sock.close()
