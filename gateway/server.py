@@ -70,6 +70,7 @@ def limits(config: Config) -> Limits:
         unsent_grace=config.unsent_grace,
         auth_timeout=config.auth_timeout,
         max_connections=config.max_connections,
+        body_timeout=config.header_timeout,
         max_unidentified=config.max_unidentified,
         max_unidentified_per_client=config.max_unidentified_per_client,
         require_keys=not config.insecure and not is_loopback(config.host),

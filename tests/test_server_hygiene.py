@@ -145,6 +145,27 @@ async def test_half_sent_headers_are_closed_by_the_header_timeout(
     assert time.monotonic() - started > DEADLINE
 
 
+async def test_a_body_that_never_comes_is_answered_408_by_the_deadline(
+    keyed_server: Server, admin_key: str
+) -> None:
+    """A keyed POST whose headers arrive and whose body stops short: answered
+    408 and closed about DEADLINE seconds later, not held for good."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", keyed_server.port)
+    writer.write(
+        f"POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin_key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode()
+    )
+    started = time.monotonic()
+    try:
+        answer = await asyncio.wait_for(reader.read(), DEADLINE + 30)  # until closed
+    finally:
+        writer.close()
+    assert DEADLINE / 2 < time.monotonic() - started < DEADLINE + 10
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert body["error"]["data"] == {"limit_seconds": DEADLINE}, body
+
+
 def test_keep_alive_connections_serve_requests_after_the_header_timeout(
     keyed_server: Server,
 ) -> None:

@@ -117,7 +117,7 @@ class ServeSettings:
         10.0,
         positive,
         "Seconds a client gets to send a request's complete HTTP headers before the "
-        "connection is closed.",
+        "connection is closed, and then as long for the body of a POST to /rpc (else 408).",
         ("serve",),
     )
     max_connections: int = setting(

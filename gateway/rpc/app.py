@@ -73,6 +73,8 @@ class Limits:
     auth_timeout: float = DEFAULTS.auth_timeout
     #: WebSockets this process serves at once; past it an upgrade is answered 503.
     max_connections: int = DEFAULTS.max_connections
+    #: Seconds a POST to /rpc gets to send its body once its headers are in.
+    body_timeout: float = DEFAULTS.header_timeout
     #: Stale unidentified connections (``admission``): in all, and per client.
     max_unidentified: int = DEFAULTS.max_unidentified
     max_unidentified_per_client: int = DEFAULTS.max_unidentified_per_client
@@ -239,7 +241,14 @@ class Gateway:
             return _http_error(Unauthenticated("Authenticate first: Authorization header"))
         if not self._page_may_use(mode, request.headers, request.url.scheme):
             return _json_error(403, Forbidden.code, origins.REFUSED)
-        body = await _read_body(request, self.limits.max_message_bytes)
+        try:  # a body that never comes would hold the connection for good
+            async with asyncio.timeout(self.limits.body_timeout):
+                body = await _read_body(request, self.limits.max_message_bytes)
+        except TimeoutError:
+            limit = {"limit_seconds": self.limits.body_timeout}
+            response = _json_error(408, -32600, "Request body not sent in time", limit)
+            response.headers["Connection"] = "close"
+            return response
         if body is None:
             return _json_error(
                 413, -32600, "Request too large", {"limit": self.limits.max_message_bytes}
