@@ -136,9 +136,11 @@ class Unidentified:
         self.log_every = log_every
         #: Connections closed for going stale past the limit.
         self.refused = 0
-        self._stale: collections.Counter[str | None] = collections.Counter()
+        #: Stale connections per client (an addressless one counts in the total only).
+        self._stale: collections.Counter[str] = collections.Counter()
         self._stale_total = 0
-        self._logged = 0
+        #: Closings per client since the last log line ("-": no address).
+        self._unlogged: collections.Counter[str] = collections.Counter()
         self._summing: asyncio.TimerHandle | None = None
 
     @property
@@ -159,22 +161,29 @@ class Unidentified:
 
     def _refused(self, client: str | None) -> None:
         self.refused += 1
+        self._unlogged[client or "-"] += 1
         if self._summing is None:
-            self._tell(client)
+            self._tell()
 
-    def _tell(self, client: str | None) -> None:
-        """Log the closings since the last line, if any, and sum the next
-        ``log_every`` seconds' into one line."""
-        closed, self._logged = self.refused - self._logged, self.refused
-        if not closed:
+    def _tell(self) -> None:
+        """Log the closings since the last line, if any (how many, from how
+        many clients, and the one with most), and sum the next ``log_every``
+        seconds' into one line."""
+        if not self._unlogged:
             self._summing = None
             return
+        ((busiest, _),) = self._unlogged.most_common(1)
         log.warning(
             "closed connections left unidentified past the budget",
-            extra={"client": client or "-", "closed": closed},
+            extra={
+                "closed": self._unlogged.total(),
+                "clients": len(self._unlogged),
+                "client": busiest,
+            },
         )
+        self._unlogged.clear()
         loop = asyncio.get_running_loop()
-        self._summing = loop.call_later(self.log_every, self._tell, client)
+        self._summing = loop.call_later(self.log_every, self._tell)
 
     def _count(self, client: str | None, step: int) -> None:
         self._stale_total += step

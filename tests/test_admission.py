@@ -116,9 +116,13 @@ async def test_closings_are_logged_at_once_then_summed(caplog: pytest.LogCapture
     with caplog.at_level(logging.WARNING, logger="gateway.admission"):
         for n in range(6):
             admit(budget, "192.0.2.1", closed, f"c{n}")
+        admit(budget, "192.0.2.9", closed, "another")
+        admit(budget, "192.0.2.9", closed, "and-another")
         await asyncio.sleep(STALE * 1.5)
-        assert [r.closed for r in caplog.records] == [1]  # type: ignore[attr-defined]
+        told = [(r.closed, r.clients, r.client) for r in caplog.records]  # type: ignore[attr-defined]
+        assert told == [(1, 1, told[0][2])]  # the first at once, whoever it was
         await asyncio.sleep(STALE * 2)
-        assert [r.closed for r in caplog.records] == [1, 4]  # type: ignore[attr-defined]
+        told = [(r.closed, r.clients, r.client) for r in caplog.records]  # type: ignore[attr-defined]
+        assert told[1] == (5, 2, "192.0.2.1")  # the rest: 4 + 1, the busiest named
         await asyncio.sleep(STALE * 3)
         assert len(caplog.records) == 2  # nothing more to tell: no more lines

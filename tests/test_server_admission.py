@@ -94,6 +94,8 @@ def test_half_sent_requests_past_the_budget_are_refused_and_others_served(
         late = half_sent(server.port)
         assert answer(late) is None  # not refused as it opens: it had no time to say
         assert (answer(late, within=5) or b"").startswith(b"HTTP/1.1 503 ")  # stale: closed
+        status, raw = http_get(f"{server.http}/metrics")
+        assert f"hero_gateway_unidentified_connections {PER_CLIENT}.0" in raw.decode()
         for sock in waiting:  # they finish their requests: identified, and served
             sock.sendall(b"1\r\nConnection: close\r\n\r\n")
             assert (answer(sock, within=5) or b"").startswith(b"HTTP/1.1 200 ")
