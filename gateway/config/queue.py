@@ -213,6 +213,14 @@ class QueueSettings:
         "Seconds an ended job, its reply and its logs (log files too) are kept (0: forever).",
         ("serve", "actor", "dev"),
     )
+    created_ttl: int = setting(
+        7 * 24 * 3600,
+        non_negative_int,
+        "Seconds a job may stay created and never started; then the supervisor stops it "
+        "(status stopped, error 'not started within ...'), and HERO_JOB_TTL counts from "
+        "there (0: created jobs stay until deleted).",
+        ("serve", "dev"),
+    )
     presence_ttl: int = setting(
         15,
         positive_int,

@@ -388,8 +388,8 @@ def promote() -> Call[int]:
     return Call("hero_promote", (), _int)
 
 
-def expire(grace_ms: int, limit: int) -> Call[int]:
-    return Call("hero_expire", (grace_ms, limit), _int)
+def expire(grace_ms: int, limit: int, created_ms: int = 0) -> Call[int]:
+    return Call("hero_expire", (grace_ms, limit, created_ms), _int)
 
 
 def prune(limit: int) -> Call[int]:

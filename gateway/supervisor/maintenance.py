@@ -1,4 +1,5 @@
-"""The maintenance loop: reaping dead actors, due retries, overdue jobs,
+"""The maintenance loop: reaping dead actors, due retries, overdue jobs
+(started past their timeout, or created and never started),
 expired index entries and, in stream mode, consumers left by dead actors.
 
 It is the one detector of dead actors: an instance is dead once its
@@ -122,7 +123,8 @@ class Maintenance:
             done["reaped"] += n
         done["promoted"] = await self._step(functions.promote())
         grace_ms = int(self._config.timeout_grace * 1000)
-        done["expired"] = await self._step(functions.expire(grace_ms, 500))
+        created_ms = self._config.created_ttl * 1000
+        done["expired"] = await self._step(functions.expire(grace_ms, 500, created_ms))
         done["pruned"] = await self._step(functions.prune(1000))
         idle_ms = int(self.stale_consumer_after * 1000)
         for script_type in self._config.stream_types:

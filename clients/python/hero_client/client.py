@@ -95,7 +95,8 @@ class HeroClient(Connection):
         """Create a job (not started yet).
 
         A user key's jobs always carry its own caller_id. job_id, when given, is an idempotency
-        key.
+        key. A job not started within the server's HERO_CREATED_TTL (7 days unless configured)
+        is stopped, with the error "not started within N s of its creation".
 
         Args:
             job: The job to create.

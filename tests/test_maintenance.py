@@ -1,0 +1,115 @@
+"""The maintenance pass over jobs created and never started (HERO_CREATED_TTL),
+against a real Redis: what it stops, what it leaves, and what it tells.
+
+Each test ticks a supervisor of its own by hand (``maintenance=False``: no
+loop of its own races the tick it checks), with a created TTL of one second
+that the test really waits out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.config import Config
+from gateway.errors import InvalidState
+from gateway.supervisor import Supervisor, keys
+from tests.helpers import job
+
+#: The created TTL of these tests, and a wait that outlasts it.
+TTL = 1
+PAST_TTL = TTL + 0.2
+REASON = f"not started within {TTL} s of its creation"
+
+
+@pytest.fixture
+async def brief(config: Config) -> AsyncIterator[Supervisor]:
+    sup = await Supervisor.connect(replace(config, created_ttl=TTL), maintenance=False)
+    yield sup
+    await sup.close()
+
+
+def spec(job_id: str, **fields: Any) -> dict[str, Any]:
+    return job(job_id=job_id, **fields)
+
+
+async def stopped_events(rds: aioredis.Redis, job_id: str) -> list[dict[str, str]]:
+    entries = await rds.xrange(keys.EVENTS)
+    return [f for _, f in entries if f["job_id"] == job_id and f["status"] == "stopped"]
+
+
+async def test_a_job_never_started_is_stopped_after_the_ttl(
+    brief: Supervisor, rds: aioredis.Redis, config: Config
+) -> None:
+    await brief.create(spec("idle"))
+    await brief.create(spec("queued"))
+    await brief.start("queued")  # no actor: it waits in its queue, which is not "created"
+    await asyncio.sleep(PAST_TTL)
+    await brief.create(spec("fresh"))
+
+    assert (await brief.maintenance.tick())["expired"] == 1
+
+    status, error = await rds.hmget(keys.job("idle"), "status", "error")
+    assert (status, error) == ("stopped", REASON)
+    assert 0 < await rds.ttl(keys.job("idle")) <= config.job_ttl  # kept HERO_JOB_TTL, then gone
+    assert [e["error"] for e in await stopped_events(rds, "idle")] == [REASON]
+    assert await rds.zscore(keys.index_status("created"), "idle") is None
+    assert await rds.zscore(keys.index_status("stopped"), "idle") is not None
+    assert (await brief.status("queued"))["status"] == "dispatched"
+    assert (await brief.status("fresh"))["status"] == "created"
+    with pytest.raises(InvalidState):  # too late: it ended
+        await brief.start("idle")
+    assert (await brief.maintenance.tick())["expired"] == 0  # stopped once
+
+
+async def test_its_dependents_fail_with_it(brief: Supervisor, rds: aioredis.Redis) -> None:
+    await brief.create(spec("parent"))
+    await brief.create(spec("child", prerequisites=["parent"]))
+    await brief.start("child")  # waits on a parent nobody starts
+    await asyncio.sleep(PAST_TTL)
+
+    assert (await brief.maintenance.tick())["expired"] == 1
+
+    assert (await brief.status("parent"))["status"] == "stopped"
+    status, error = await rds.hmget(keys.job("child"), "status", "error")
+    assert (status, error) == ("error", "prerequisite parent ended stopped")
+
+
+async def test_zero_keeps_created_jobs(config: Config) -> None:
+    sup = await Supervisor.connect(replace(config, created_ttl=0), maintenance=False)
+    try:
+        await sup.create(spec("kept"))
+        await asyncio.sleep(PAST_TTL)
+        assert (await sup.maintenance.tick())["expired"] == 0
+        assert (await sup.status("kept"))["status"] == "created"
+    finally:
+        await sup.close()
+
+
+async def test_what_is_not_ours_or_not_created_is_left(
+    brief: Supervisor, rds: aioredis.Redis
+) -> None:
+    """An outside producer's hash in status created (in no index of ours) stays
+    as it is; an index entry its hash no longer bears out (a status written
+    over, a hash gone, a key of another type) is dropped, and holds back
+    none of the jobs behind it."""
+    await rds.hset(keys.job("outside"), mapping={"status": "created", "script": "x"})
+    created = keys.index_status("created")
+    await rds.hset(keys.job("rewritten"), mapping={"status": "finished", "script": "x"})
+    await rds.set(keys.job("other-type"), "not a hash")
+    await rds.zadd(created, {"rewritten": 1, "gone": 2, "other-type": 3})
+    await brief.create(spec("mine"))
+    await asyncio.sleep(PAST_TTL)
+
+    assert (await brief.maintenance.tick())["expired"] == 1
+
+    assert await rds.hget(keys.job("outside"), "status") == "created"
+    assert await rds.hget(keys.job("rewritten"), "status") == "finished"
+    assert await rds.get(keys.job("other-type")) == "not a hash"
+    assert await rds.zrange(created, 0, -1) == []
+    assert (await brief.status("mine"))["status"] == "stopped"
