@@ -52,13 +52,13 @@ LABEL org.opencontainers.image.title="hero-gateway" \
       org.opencontainers.image.version="0.1.0" \
       io.hero-gateway.spark-version="${SPARK_VERSION}"
 
-# Debian's headless JRE for PySpark and bubblewrap, the sandbox of python
-# jobs; package versions follow bookworm's security updates rather than a pin.
+# Debian's headless JRE for PySpark, and bubblewrap and libseccomp, the
+# sandbox of python jobs and its seccomp filter; package versions follow bookworm's security updates rather than a pin.
 # (man1 must exist on slim images for the JRE's post-install alternatives.)
 # hadolint ignore=DL3008
 RUN mkdir -p /usr/share/man/man1 \
  && apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless bubblewrap \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless bubblewrap libseccomp2 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid "${APP_UID}" hero \
  && useradd --system --uid "${APP_UID}" --gid hero --create-home --home-dir /home/hero \

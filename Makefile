@@ -18,12 +18,15 @@ setup: system-deps $(STAMP)
 test-setup: setup test-system-deps $(TEST_STAMP)
 
 # System packages running needs, only when missing: redis-server (the
-# embedded default of `dev`), bubblewrap (the sandbox every python job runs
-# in), Java (PySpark), python3-venv (Debian splits it out).
+# embedded default of `dev`), bubblewrap and libseccomp (the sandbox every
+# python job runs in, and its seccomp filter), Java (PySpark), python3-venv
+# (Debian splits it out).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	$(PYTHON) -c 'import ctypes.util as u, sys; sys.exit(not u.find_library("seccomp"))' \
+	  || missing="$$missing libseccomp2"; \
 	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \

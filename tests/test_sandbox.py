@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.actor import python_actor, warm
+from gateway.actor import python_actor, seccomp, warm
 from gateway.actor.cgroup import PREFIX, detect
 from gateway.actor.joblog import JobLog
 from gateway.actor.python_exec import FOLDER_PREFIX
@@ -141,6 +141,42 @@ async def test_the_job_runs_as_an_unprivileged_uid_with_no_capabilities(
         "CapEff: ['0000000000000000']\n"
         "CapBnd: ['0000000000000000']\n"
         "NoNewPrivs: ['1']\n"
+    ), result
+
+
+async def test_the_job_makes_no_namespace_and_reaches_no_keyring_or_io_uring(
+    sup: Supervisor, actors: Any
+) -> None:
+    """The seccomp filter: a job (of a root actor too, whose bwrap makes no
+    user namespace) cannot make one of its own, in which it would hold every
+    capability; threads, forks and programs still work (clone3 says ENOSYS,
+    and the C library falls back to clone)."""
+    actors()
+    script = (
+        "import ctypes, os, subprocess, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def said(r):\n"
+        "    return 'ok' if r >= 0 else os.strerror(ctypes.get_errno())\n"
+        "print('unshare user', said(libc.unshare(0x10000000)))\n"
+        "print('unshare mount', said(libc.unshare(0x00020000)))\n"
+        "print('clone user', said(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))\n"
+        "print('clone3', said(libc.syscall(435, 0, 0)))\n"
+        "print('keyctl', said(libc.syscall(250, 0, 0)))\n"
+        "print('io_uring_setup', said(libc.syscall(425, 1, 0)))\n"
+        "t = threading.Thread(target=print, args=('a thread',))\n"
+        "t.start(); t.join()\n"
+        "print(subprocess.run(['echo', 'a program'], capture_output=True, text=True).stdout)\n"
+    )
+    result = await sup.run(job(script), wait=30)
+    assert result["output"] == (
+        "unshare user Operation not permitted\n"
+        "unshare mount Operation not permitted\n"
+        "clone user Operation not permitted\n"
+        "clone3 Function not implemented\n"
+        "keyctl Operation not permitted\n"
+        "io_uring_setup Function not implemented\n"
+        "a thread\n"
+        "a program\n\n"
     ), result
 
 
@@ -538,10 +574,11 @@ def test_joblog_caps_the_file_and_keeps_the_tail(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7, 8)
+    argv = Sandbox(job_uid=4242).argv(["python", "job.py"], 7, 8, 9)
     text = " ".join(argv)
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session"):
         assert flag in argv
+    assert "--seccomp 9" in text  # the filter comes down fd 9 (seccomp.pipe)
     # the job's folder comes down fd 7, its environment down fd 8 into a read-only file
     assert f"--perms 0444 --ro-bind-data 8 {ENV_FILE} --chdir {JOB_DIR} --args 7 --" in text
     assert "--tmpfs /tmp" in text and "--proc /proc" in text
@@ -552,9 +589,9 @@ def test_the_sandbox_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for path in python_paths():  # read-only, never the checkout around the venv
         assert f"--ro-bind {path} {path}" in text
     assert f"--bind {ROOT} " not in text and f"--ro-bind {ROOT} " not in text
-    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7, 8)
+    assert "--unshare-net" not in Sandbox(network=True).argv(["x"], 7, 8, 9)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # an unprivileged actor
-    unprivileged = Sandbox().argv(["x"], 7, 8)
+    unprivileged = Sandbox().argv(["x"], 7, 8, 9)
     assert "--unshare-user" in unprivileged and not any("setpriv" in a for a in unprivileged)
 
 
@@ -581,6 +618,20 @@ def test_the_job_options_and_environment_sent_to_a_waiting_sandbox(tmp_path: Pat
 def test_a_sandbox_that_fails_its_check_says_what_to_change() -> None:
     with pytest.raises(SandboxUnavailable, match=r"exit code 1.*HERO_SANDBOX=off"):
         Sandbox(bwrap="false").check()  # a bwrap that cannot make anything
+
+
+def test_without_libseccomp_the_sandbox_check_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An actor with the sandbox on refuses to start, saying what to install,
+    rather than failing its first job (or its import) on a traceback."""
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # its import now fails
+    seccomp.program.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable, match=r"libseccomp.*apt-get install libseccomp2"):
+            Sandbox().check()
+    finally:
+        seccomp.program.cache_clear()
 
 
 async def test_job_network_gives_the_job_the_hosts_network(
@@ -616,7 +667,7 @@ def test_an_interpreter_under_tmp_is_seen_inside(
     monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
     monkeypatch.setattr(sys, "prefix", str(venv))
     monkeypatch.setattr(sys, "exec_prefix", str(venv))
-    argv = " ".join(Sandbox().argv(["python"], 7, 8))
+    argv = " ".join(Sandbox().argv(["python"], 7, 8, 9))
     assert argv.index("--tmpfs /tmp") < argv.index(f"--ro-bind {venv} {venv}")
     Sandbox().check()  # a trivial job with that interpreter: SandboxUnavailable if hidden
 

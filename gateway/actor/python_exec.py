@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gateway.actor import cgroup
+from gateway.actor import cgroup, seccomp
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
 from gateway.actor.sandbox import JOB_DIR, SCRIPT, Sandbox, check_environment, pipes
@@ -112,21 +112,25 @@ class PythonExecutor:
         assert self.sandbox is not None
         (read, write), (env_read, env_write) = pipes(2)
         command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/{SCRIPT}"]  # -u: lines live
+        rules = -1
         try:
+            rules = seccomp.pipe()
+            argv = self.sandbox.argv(command, read, env_read, rules)
             proc = await asyncio.create_subprocess_exec(
-                *self.sandbox.argv(command, read, env_read), env={}, cwd=tempfile.gettempdir(),
+                *argv, env={}, cwd=tempfile.gettempdir(),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, pass_fds=(read, env_read),
+                start_new_session=True, pass_fds=(read, env_read, rules),
             )  # fmt: skip
         except BaseException:
             os.close(write)
             os.close(env_write)
             raise
         finally:
-            os.close(read)
-            os.close(env_read)
+            for fd in (read, env_read, rules):
+                if fd >= 0:
+                    os.close(fd)
         ready = Ready(proc, None, write, env_write)
         try:
             for limit, value in self._rlimits():

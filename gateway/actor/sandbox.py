@@ -10,7 +10,9 @@ the script bound read-only into it from the host's job folder: what a job
 writes is charged to its memory limit (the cgroup counts tmpfs pages) and
 never reaches the host's disk, where a job once wrote 3 GiB into a bound
 host folder. ``--die-with-parent``: an
-actor killed with SIGKILL takes its jobs with it.
+actor killed with SIGKILL takes its jobs with it. A seccomp filter
+(``seccomp``) keeps the job from making namespaces of its own and from the
+kernel interfaces no job needs.
 
 The job runs as a real unprivileged uid on the host. An actor running as
 root makes the namespaces without a user namespace and drops to ``job_uid``
@@ -45,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.actor import seccomp
 from gateway.model.job import as_stored
 
 #: Where the job folder appears inside the sandbox.
@@ -134,14 +137,16 @@ class Sandbox:
         net = "network allowed" if self.network else "no network"
         return f"bwrap: own pid, mount, ipc and uts namespaces, {net}, {uid}"
 
-    def argv(self, command: Sequence[str], args_fd: int, env_fd: int) -> list[str]:
+    def argv(self, command: Sequence[str], args_fd: int, env_fd: int, filter_fd: int) -> list[str]:
         """bwrap to run ``command`` (paths as seen inside), once it has read the
         job's own options (``job_args``) from ``args_fd``: until then it waits,
         so it can be started before the job is known (gateway/actor/warm.py).
         Without them it stops at the ``--chdir`` into a JOB_DIR that is not there.
-        Then it copies ``env_fd`` (``env_file``) to ENV_FILE, read-only."""
+        Then it copies ``env_fd`` (``env_file``) to ENV_FILE, read-only, and
+        runs the job under the seccomp program it reads from ``filter_fd``
+        (``seccomp.pipe``)."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--die-with-parent", "--new-session"]  # fmt: skip
+                "--die-with-parent", "--new-session", "--seccomp", str(filter_fd)]  # fmt: skip
         if not self.network:
             args.append("--unshare-net")
         if not self.privileged:
@@ -201,14 +206,20 @@ class Sandbox:
         for tool in (self.bwrap, self.setpriv) if self.privileged else (self.bwrap,):
             if shutil.which(tool) is None:
                 raise SandboxUnavailable(f"{tool} not found. {HOW_TO_FIX}")
+        try:
+            seccomp.program()
+        except seccomp.FilterUnavailable as exc:
+            raise SandboxUnavailable(f"{exc}. {HOW_TO_FIX}") from None
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             (Path(tmp) / SCRIPT).write_bytes(b"")
             self.prepare(Path(tmp))
             (read, write), (env_read, env_write) = pipes(2)
+            rules = -1
             try:
+                rules = seccomp.pipe()
                 proc = subprocess.Popen(
-                    self.argv([sys.executable, "-I", "-c", "pass"], read, env_read),
-                    pass_fds=(read, env_read),
+                    self.argv([sys.executable, "-I", "-c", "pass"], read, env_read, rules),
+                    pass_fds=(read, env_read, rules),
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                 )  # fmt: skip
                 with contextlib.suppress(BrokenPipeError):  # exited already: see below
@@ -217,8 +228,9 @@ class Sandbox:
             except OSError as exc:
                 raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
             finally:
-                for fd in (read, write, env_read, env_write):
-                    os.close(fd)
+                for fd in (read, write, env_read, env_write, rules):
+                    if fd >= 0:
+                        os.close(fd)
             try:
                 _, err = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:
