@@ -135,7 +135,8 @@ class Sandbox:
     def describe(self) -> str:
         uid = f"uid {self.job_uid}" if self.privileged else f"uid {os.geteuid()} in a userns"
         net = "network allowed" if self.network else "no network"
-        return f"bwrap: own pid, mount, ipc and uts namespaces, {net}, {uid}"
+        spaces = "own pid, mount, ipc and uts namespaces"
+        return f"bwrap: {spaces}, {net}, {uid}, seccomp: no namespaces of its own"
 
     def argv(self, command: Sequence[str], args_fd: int, env_fd: int, filter_fd: int) -> list[str]:
         """bwrap to run ``command`` (paths as seen inside), once it has read the
