@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 
 from gateway.config import Config
 from gateway.errors import InvalidState
-from gateway.supervisor import Supervisor, keys
+from gateway.model import library as functions
+from gateway.supervisor import Supervisor, keys, library
 from tests.helpers import job
 
 #: The created TTL of these tests, and a wait that outlasts it.
@@ -52,7 +53,7 @@ async def test_a_job_never_started_is_stopped_after_the_ttl(
     await asyncio.sleep(PAST_TTL)
     await brief.create(spec("fresh"))
 
-    assert (await brief.maintenance.tick())["expired"] == 1
+    assert (await brief.maintenance.tick())["abandoned"] == 1
 
     status, error = await rds.hmget(keys.job("idle"), "status", "error")
     assert (status, error) == ("stopped", REASON)
@@ -64,7 +65,7 @@ async def test_a_job_never_started_is_stopped_after_the_ttl(
     assert (await brief.status("fresh"))["status"] == "created"
     with pytest.raises(InvalidState):  # too late: it ended
         await brief.start("idle")
-    assert (await brief.maintenance.tick())["expired"] == 0  # stopped once
+    assert (await brief.maintenance.tick())["abandoned"] == 0  # stopped once
 
 
 async def test_its_dependents_fail_with_it(brief: Supervisor, rds: aioredis.Redis) -> None:
@@ -73,7 +74,7 @@ async def test_its_dependents_fail_with_it(brief: Supervisor, rds: aioredis.Redi
     await brief.start("child")  # waits on a parent nobody starts
     await asyncio.sleep(PAST_TTL)
 
-    assert (await brief.maintenance.tick())["expired"] == 1
+    assert (await brief.maintenance.tick())["abandoned"] == 1
 
     assert (await brief.status("parent"))["status"] == "stopped"
     status, error = await rds.hmget(keys.job("child"), "status", "error")
@@ -85,31 +86,58 @@ async def test_zero_keeps_created_jobs(config: Config) -> None:
     try:
         await sup.create(spec("kept"))
         await asyncio.sleep(PAST_TTL)
-        assert (await sup.maintenance.tick())["expired"] == 0
+        assert (await sup.maintenance.tick())["abandoned"] == 0
         assert (await sup.status("kept"))["status"] == "created"
     finally:
         await sup.close()
 
 
 async def test_what_is_not_ours_or_not_created_is_left(
-    brief: Supervisor, rds: aioredis.Redis
+    brief: Supervisor, rds: aioredis.Redis, config: Config
 ) -> None:
     """An outside producer's hash in status created (in no index of ours) stays
-    as it is; an index entry its hash no longer bears out (a status written
-    over, a hash gone, a key of another type) is dropped, and holds back
-    none of the jobs behind it."""
+    as it is. An index entry its hash no longer bears out is settled, not
+    stopped: a status written into the hash since is recorded (its index, and
+    an end's TTL, so it is not left in no index and kept for good); a hash
+    gone, or a key of another type, leaves the listings."""
     await rds.hset(keys.job("outside"), mapping={"status": "created", "script": "x"})
     created = keys.index_status("created")
     await rds.hset(keys.job("rewritten"), mapping={"status": "finished", "script": "x"})
     await rds.set(keys.job("other-type"), "not a hash")
     await rds.zadd(created, {"rewritten": 1, "gone": 2, "other-type": 3})
+    await rds.zadd(keys.INDEX_ALL, {"rewritten": 1, "gone": 2, "other-type": 3})
     await brief.create(spec("mine"))
     await asyncio.sleep(PAST_TTL)
 
-    assert (await brief.maintenance.tick())["expired"] == 1
+    assert (await brief.maintenance.tick())["abandoned"] == 1
 
     assert await rds.hget(keys.job("outside"), "status") == "created"
     assert await rds.hget(keys.job("rewritten"), "status") == "finished"
+    assert await rds.zscore(keys.index_status("finished"), "rewritten") is not None
+    assert 0 < await rds.ttl(keys.job("rewritten")) <= config.job_ttl
     assert await rds.get(keys.job("other-type")) == "not a hash"
     assert await rds.zrange(created, 0, -1) == []
+    assert sorted(await rds.zrange(keys.INDEX_ALL, 0, -1)) == ["mine", "rewritten"]
     assert (await brief.status("mine"))["status"] == "stopped"
+
+
+async def test_a_backlog_goes_over_several_calls(brief: Supervisor, config: Config) -> None:
+    """A call stops at most its limit, oldest first; the next call goes on."""
+    for name in ("first", "second", "third"):
+        await brief.create(spec(name))
+    await asyncio.sleep(PAST_TTL)
+    abandon = functions.abandon(TTL * 1000, 2)
+    assert await library.call(brief.wire, config, abandon) == 2
+    assert (await brief.status("third"))["status"] == "created"
+    assert await library.call(brief.wire, config, abandon) == 1
+    assert (await brief.status("third"))["status"] == "stopped"
+
+
+async def test_a_waiter_on_it_is_told(brief: Supervisor) -> None:
+    """Someone waiting for the output of a job nobody starts gets its end."""
+    await brief.create(spec("awaited"))
+    waiter = asyncio.create_task(brief.output("awaited", wait=20))
+    await asyncio.sleep(PAST_TTL)
+    await brief.maintenance.tick()
+    result = await asyncio.wait_for(waiter, 10)
+    assert (result["status"], result["error"]) == ("stopped", REASON)

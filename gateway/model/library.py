@@ -54,14 +54,8 @@ def head(config: Config) -> list[str]:
 
 
 def _spell(config: Config) -> tuple[str, str, str, str, str, str]:
-    return (
-        str(config.events_maxlen),
-        compat_spec(config),
-        str(config.job_ttl),
-        repr(config.retry_base),
-        repr(config.retry_max),
-        str(config.dlq_maxlen),
-    )
+    return (str(config.events_maxlen), compat_spec(config), str(config.job_ttl),
+            repr(config.retry_base), repr(config.retry_max), str(config.dlq_maxlen))  # fmt: skip
 
 
 #: The last config ``head`` spelled, and how (compared by identity: cheap).
@@ -388,8 +382,13 @@ def promote() -> Call[int]:
     return Call("hero_promote", (), _int)
 
 
-def expire(grace_ms: int, limit: int, created_ms: int = 0) -> Call[int]:
-    return Call("hero_expire", (grace_ms, limit, created_ms), _int)
+def expire(grace_ms: int, limit: int) -> Call[int]:
+    return Call("hero_expire", (grace_ms, limit), _int)
+
+
+def abandon(created_ms: int, limit: int) -> Call[int]:
+    """Stop the oldest ``limit`` jobs still created ``created_ms`` after they were."""
+    return Call("hero_abandon", (created_ms, limit), _int)
 
 
 def prune(limit: int) -> Call[int]:

@@ -38,6 +38,10 @@ from gateway.supervisor.connection import UNAVAILABLE, Commands
 log = logging.getLogger("gateway.supervisor.maintenance")
 R = TypeVar("R")
 
+#: Jobs never started that one tick stops at most: each may fail a walk of
+#: waiting dependents inside the same Function call, which holds Redis.
+ABANDON_LIMIT = 50
+
 
 class Maintenance:
     #: Stream mode: a consumer that holds nothing and has not read for this
@@ -95,7 +99,9 @@ class Maintenance:
 
     async def tick(self) -> dict[str, int]:
         """One pass; returns what it did (for logs and tests)."""
-        done = {"reaped": 0, "promoted": 0, "expired": 0, "pruned": 0, "consumers": 0}
+        done = dict.fromkeys(
+            ("reaped", "promoted", "expired", "abandoned", "pruned", "consumers"), 0
+        )
         ttl_ms = self._config.presence_ttl * 1000
         # an outage: no tick for a third of the TTL, or for two intervals when
         # ticks are that far apart (HERO_PRESENCE_TTL=3 with 1 s ticks saw an
@@ -123,8 +129,10 @@ class Maintenance:
             done["reaped"] += n
         done["promoted"] = await self._step(functions.promote())
         grace_ms = int(self._config.timeout_grace * 1000)
-        created_ms = self._config.created_ttl * 1000
-        done["expired"] = await self._step(functions.expire(grace_ms, 500, created_ms))
+        done["expired"] = await self._step(functions.expire(grace_ms, 500))
+        if self._config.created_ttl > 0:
+            created_ms = self._config.created_ttl * 1000
+            done["abandoned"] = await self._step(functions.abandon(created_ms, ABANDON_LIMIT))
         done["pruned"] = await self._step(functions.prune(1000))
         idle_ms = int(self.stale_consumer_after * 1000)
         for script_type in self._config.stream_types:
@@ -132,4 +140,7 @@ class Maintenance:
             done["consumers"] += await self._step(functions.stream_prune(stream, idle_ms))
         if done["expired"]:
             log.warning("ended overdue jobs", extra={"jobs": done["expired"]})
+        if done["abandoned"]:
+            ttl = self._config.created_ttl
+            log.info("stopped jobs never started", extra={"jobs": done["abandoned"], "ttl": ttl})
         return done

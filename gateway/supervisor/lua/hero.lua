@@ -1751,9 +1751,8 @@ local function hero_reap(keys, args)
 end
 
 -- Started jobs past timeout + grace whose actor has no presence (hash-only and
--- legacy actors, or an actor that vanished) end in timeout; jobs created and
--- never started for `created_ms` (HERO_CREATED_TTL) are stopped.
--- ARGV: head, grace ms, limit, created ms (0: created jobs stay)
+-- legacy actors, or an actor that vanished) end in timeout.
+-- ARGV: head, grace ms, limit
 local function expire_one(ctx, idx, id, since, grace)
   local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
   local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
@@ -1770,40 +1769,10 @@ local function expire_one(ctx, idx, id, since, grace)
   return 0
 end
 
--- A job created and never started, stopped as job.stop would stop it (its
--- dependents fail with it), so abandoned creates do not stay for good. An
--- index entry its hash no longer bears out is dropped, so no stale entry
--- holds the pass back from the ones behind it.
-local function abandon_one(ctx, id, reason)
-  local f = redis.pcall('HMGET', JOB .. id, 'status', 'dependents')
-  if f.err or f[1] ~= 'created' then  -- (a key of another type is no job)
-    redis.call('ZREM', IDX_STATUS .. 'created', id)
-    return 0
-  end
-  set_status(ctx, id, 'created', 'stopped', {'error', reason, 'finished_at', ctx.iso}, reason)
-  on_terminal(ctx, id, 'stopped', f[2] or '')
-  return 1
-end
-
--- The oldest jobs still created `created_ms` after they were (the index's
--- score is when a job entered its status), `limit` a pass.
-local function abandon(ctx, created_ms, limit)
-  if created_ms <= 0 then return 0 end
-  flush(ctx)
-  local due = redis.call('ZRANGEBYSCORE', IDX_STATUS .. 'created', '-inf',
-    string.format('%d', ctx.ms - created_ms), 'LIMIT', 0, limit)
-  local reason = 'not started within ' .. floor(created_ms / 1000) .. ' s of its creation'
-  local n = 0
-  for _, id in ipairs(due) do
-    n = n + (alone(ctx, nil, id, abandon_one, id, reason) or 0)
-  end
-  return n
-end
-
 local function hero_expire(_, args)
   local ctx = context(args)
   local grace, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
-  local n = abandon(ctx, tonumber(args[H + 3]) or 0, limit)
+  local n = 0
   for _, idx in ipairs({'started', 'dispatched'}) do
     flush(ctx)
     -- from where the last pass stopped, back to the start at the end: more
@@ -1816,6 +1785,46 @@ local function hero_expire(_, args)
       local id, since = rows[i], tonumber(rows[i + 1])
       n = n + (alone(ctx, nil, id, expire_one, idx, id, since, grace) or 0)
     end
+  end
+  return n
+end
+
+-- A job created and never started, stopped as job.stop would stop it (its
+-- waiting dependents fail with it), so abandoned creates do not stay for
+-- good. An index entry its hash no longer bears out is settled: a status
+-- written into the hash since is recorded as an outside actor's would be
+-- (record_outside: its index, its event, an end's TTL); a hash gone, or a
+-- key of another type, leaves the listings. Either way no stale entry holds
+-- the pass back from the jobs behind it.
+local function abandon_one(ctx, id, reason)
+  local f = redis.pcall('HMGET', JOB .. id, 'status', 'dependents')
+  if f.err or not f[1] then  -- (a key of another type is no job)
+    redis.call('ZREM', IDX_STATUS .. 'created', id)
+    redis.call('ZREM', IDX_ALL, id)
+    return 0
+  end
+  if f[1] ~= 'created' then
+    if not record_outside(ctx, id, f[1]) then redis.call('ZREM', IDX_STATUS .. 'created', id) end
+    return 0
+  end
+  set_status(ctx, id, 'created', 'stopped', {'error', reason, 'finished_at', ctx.iso}, reason)
+  on_terminal(ctx, id, 'stopped', f[2] or '')
+  return 1
+end
+
+-- The oldest jobs still created `created_ms` after they were (a status
+-- index's score is when its job entered that status), `limit` a call: each
+-- may fail a walk of dependents (on_terminal), so a call is kept small and
+-- a backlog goes over several ticks. ARGV: head, created ms, limit
+local function hero_abandon(_, args)
+  local ctx = context(args)
+  local created_ms, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
+  local due = redis.call('ZRANGEBYSCORE', IDX_STATUS .. 'created', '-inf',
+    string.format('%d', ctx.ms - created_ms), 'LIMIT', 0, limit)
+  local reason = 'not started within ' .. floor(created_ms / 1000) .. ' s of its creation'
+  local n = 0
+  for _, id in ipairs(due) do
+    n = n + (alone(ctx, nil, id, abandon_one, id, reason) or 0)
   end
   return n
 end
@@ -1898,6 +1907,7 @@ redis.register_function('hero_lead', wrap(hero_lead))
 redis.register_function('hero_reap', wrap(hero_reap))
 redis.register_function('hero_watch', wrap(hero_watch))
 redis.register_function('hero_expire', wrap(hero_expire))
+redis.register_function('hero_abandon', wrap(hero_abandon))
 redis.register_function('hero_promote', wrap(hero_promote))
 redis.register_function('hero_prune', wrap(hero_prune))
 redis.register_function('hero_reconcile', wrap(hero_reconcile))
