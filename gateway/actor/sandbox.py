@@ -3,8 +3,8 @@
 Namespaces: its own PID namespace (when the job's main process ends, the
 kernel kills everything it started, daemons included), its own network
 namespace with only loopback (unless the actor allows network), its own mount
-namespace (system folders and the interpreter read-only; ``/job`` and
-``/tmp``, in memory, the only writable places; a ``/proc`` showing only the
+namespace (system folders and the interpreter read-only; ``/job``, ``/tmp``
+and ``/dev/shm``, in memory, the only writable places; a ``/proc`` showing only the
 job), its own IPC and UTS namespaces. ``/job`` is a tmpfs of its own with
 the script bound read-only into it from the host's job folder: what a job
 writes is charged to its memory limit (the cgroup counts tmpfs pages) and
@@ -155,8 +155,10 @@ class Sandbox:
         # the private /tmp first: a later bind inside it (an interpreter or a
         # venv under /tmp, as a checkout there has) is mounted on top of it,
         # where a tmpfs mounted last would hide it
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs", "/tmp"]  # fmt: skip
+        # /dev/shm too: bwrap's /dev has it root's 0755, where the job's uid
+        # could make no semaphore (multiprocessing's locks) nor shared memory
+        tmpfs = ("--perms", "1777", "--size", str(self.tmp_bytes), "--tmpfs")
+        args += ["--proc", "/proc", "--dev", "/dev", *tmpfs, "/dev/shm", *tmpfs, "/tmp"]
         for path in SYSTEM:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]

@@ -23,8 +23,8 @@ So every job, whatever its actor's uid, runs under this filter:
 
 Everything else is allowed: the filter closes doors, it is not a whitelist
 that an interpreter upgrade could trip over. A call of another architecture
-than the actor's (a 32-bit syscall on x86-64) kills the job, libseccomp's
-default. The program is built once per process with libseccomp (through
+than the actor's (a 32-bit or x32 syscall on x86-64) kills the job's
+process. The program is built once per process with libseccomp (through
 ``pyseccomp``) and handed to each bwrap down a pipe of its own, since bwrap
 reads it to the end.
 """
@@ -36,7 +36,9 @@ import functools
 import os
 import tempfile
 
-#: ``clone`` flags that make a namespace (linux/sched.h).
+#: ``clone`` flags that make a namespace (linux/sched.h). CLONE_NEWTIME is
+#: not among them: ``clone`` reads that bit as part of the exit signal, and
+#: only ``unshare`` and ``clone3`` take it, both refused whole.
 NAMESPACE_FLAGS = {
     "CLONE_NEWNS": 0x00020000,
     "CLONE_NEWCGROUP": 0x02000000,
@@ -45,7 +47,6 @@ NAMESPACE_FLAGS = {
     "CLONE_NEWUSER": 0x10000000,
     "CLONE_NEWPID": 0x20000000,
     "CLONE_NEWNET": 0x40000000,
-    "CLONE_NEWTIME": 0x00000080,
 }
 
 #: Refused outright with EPERM.
@@ -71,18 +72,23 @@ def program() -> bytes:
         raise FilterUnavailable(
             f"libseccomp cannot be loaded ({exc}); install it (Debian: apt-get install libseccomp2)"
         ) from None
-    rules = seccomp.SyscallFilter(seccomp.ALLOW)
-    for name in DENIED:
-        rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
-    for name in ABSENT:
-        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
-    for flag in NAMESPACE_FLAGS.values():  # clone's flags are its first argument
-        rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
-                       seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))  # fmt: skip
-    with tempfile.TemporaryFile() as out:
-        rules.export_bpf(out)
-        out.seek(0)
-        return out.read()
+    try:
+        rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+        for name in DENIED:
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+        for name in ABSENT:
+            rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+        for flag in NAMESPACE_FLAGS.values():  # clone's flags: its first argument (x86-64, arm64)
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
+                           seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))  # fmt: skip
+        with tempfile.TemporaryFile() as out:
+            rules.export_bpf(out)
+            out.seek(0)
+            return out.read()
+    except (OSError, ValueError, RuntimeError) as exc:  # a libseccomp too old for clone3
+        why = f"libseccomp cannot build the filter ({exc}): 2.5 or later is needed"
+        raise FilterUnavailable(f"{why} (Debian 12: apt-get install libseccomp2)") from None
 
 
 def pipe() -> int:
