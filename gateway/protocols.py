@@ -7,14 +7,19 @@
   ``header_timeout`` seconds of opening or of its last response.
 - Who holds them: each such wait counts in the budget of unidentified
   connections (``admission.Unidentified``), from the moment the connection
-  opens, or the first byte of its next request arrives, until the
-  request's headers are complete: one that stays unidentified past its
-  client's limit is answered 503 and closed.
+  opens, or its last response went out, until a request's headers are
+  complete: one that stays unidentified past its client's limit is closed,
+  answered 503 if part of a request had come. So a kept-alive connection
+  idle between requests counts too: a stranger sending a cheap request on
+  each of hundreds of connections every few seconds held them all, counted
+  nowhere.
 - Closing: when the app is done with a WebSocket whose peer does not read,
   uvicorn closes the transport, and asyncio keeps a closing transport open
   until its write buffer drains, which for that peer is never.
   ``GracefulWebSocketProtocol`` aborts the socket if it is still open
-  ``close_timeout`` seconds after the app returned.
+  ``close_timeout`` seconds after the app returned. That is also how long a
+  peer gets to answer a close frame (``CLOSE_HANDSHAKE``, not uvicorn's 10 s,
+  which let each socket the budget closed keep its slot ten seconds more).
 - Failing: on a protocol error (a message over ``ws_max_size``, typically
   while the client is still sending it) uvicorn writes the close frame and
   closes the socket at once. The kernel answers the data still arriving with
@@ -30,6 +35,7 @@ server sees. Passed to ``uvicorn.Config`` by ``gateway.server``.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
@@ -81,8 +87,8 @@ class HeaderDeadlineH11(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start a pipelined request
         self._arm()
-        if self._between_requests() and self.conn.trailing_data[0]:
-            self._unidentified()  # part of a next request waits: counted as it would be
+        if self._between_requests():
+            self._unidentified()  # kept alive: waiting for its next request's headers
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._identified()  # the app counts a socket that must still log in
@@ -113,9 +119,12 @@ class HeaderDeadlineH11(H11Protocol):
             self._ticket = None
 
     def _refuse(self) -> None:
+        """Closed; with a 503 when part of a request came (an idle kept-alive
+        connection is closed as its keep-alive timeout would close it)."""
         self._ticket = None
         if not self.transport.is_closing():
-            self.transport.write(REFUSAL)
+            if self.cycle is None or self.conn.trailing_data[0]:
+                self.transport.write(REFUSAL)
             self.transport.close()
 
     def _arm(self) -> None:
@@ -143,9 +152,18 @@ def http_protocol(
     return type("HeaderDeadlineH11", (HeaderDeadlineH11,), settings)
 
 
+#: Seconds a WebSocket peer gets to answer our close frame (or to stop
+#: sending, after a failure) before its socket is aborted.
+CLOSE_HANDSHAKE = 2.0
+
+
 class GracefulWebSocketProtocol(WebSocketsSansIOProtocol):
     """uvicorn's sans-I/O WebSocket protocol that lets a close frame arrive and
     never outlives its app by long."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.close_timeout = CLOSE_HANDSHAKE
 
     async def run_asgi(self) -> None:
         await super().run_asgi()

@@ -10,8 +10,11 @@ address.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import random
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
+from gateway.protocols import CLOSE_HANDSHAKE
 from tests.server_support import Rpc, Server, http_get, running_server
 
 STRANGER = "127.0.0.2"
@@ -63,6 +67,22 @@ def answer(sock: socket.socket, within: float = 0.2) -> bytes | None:
     except TimeoutError:
         pass
     return data or None
+
+
+def stranger(port: int) -> socket.socket:
+    """A connection of the stranger's."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(STRANGER, 0))
+
+
+def ended_quietly(sock: socket.socket, within: float = 0.2) -> bool:
+    """Whether the gateway closed ``sock`` without a word (within ``within`` s)."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(4096) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
 
 
 def get(port: int, source: str = "127.0.0.1") -> bytes:
@@ -125,9 +145,7 @@ def test_a_kept_alive_connection_counts_again_while_its_next_request_is_half_sen
     kept = []
     try:
         for _ in range(PER_CLIENT + 2):
-            sock = socket.create_connection(
-                ("127.0.0.1", server.port), timeout=10, source_address=(STRANGER, 0)
-            )
+            sock = stranger(server.port)
             kept.append(sock)
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\n")
         time.sleep(STALE)
@@ -179,3 +197,97 @@ async def test_sockets_that_never_log_in_past_the_budget_are_closed_and_refused(
     finally:
         for ws in sockets:
             await ws.close()
+
+
+async def test_sockets_reset_as_they_open_leave_nothing_counted(
+    redis_url: str, tmp_path: Path, admin_key: str
+) -> None:
+    """WebSocket upgrades without a key, each reset by the stranger a moment
+    after it sent it, 50 at a time: some are gone by the time the gateway,
+    having learnt that keys exist, accepts them, and the accept fails. None
+    may stay counted (each once kept its ticket for good, so the budget
+    filled with connections that no longer existed and every slow client
+    after was closed)."""
+    upgrade = (
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    loop = asyncio.get_running_loop()
+
+    async def reset_after_sending(port: int, pause: float) -> None:
+        sock = socket.socket()
+        sock.bind((STRANGER, 0))
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        await loop.sock_sendall(sock, upgrade)
+        await asyncio.sleep(pause)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, not a FIN
+
+    def counted(gateway: Server) -> str:
+        metrics = http_get(f"{gateway.http}/metrics")[1].decode()
+        return next(m for m in metrics.splitlines() if m.startswith("hero_gateway_unidentified_c"))
+
+    # room for every burst (the usual fixture's 24 connections refuse most)
+    with running_server(redis_url, tmp_path / "serve.log", header_timeout=30) as gateway:
+        for _ in range(30):  # pauses spread over the window (0.1-0.5 ms on loopback)
+            pauses = [random.uniform(0, 0.003) for _ in range(50)]
+            await asyncio.gather(*(reset_after_sending(gateway.port, p) for p in pauses))
+        await asyncio.sleep(STALE)  # a ticket kept would be stale now, and counted
+        deadline = time.monotonic() + 10
+        while counted(gateway) != "hero_gateway_unidentified_connections 0.0":
+            assert time.monotonic() < deadline, counted(gateway)
+            await asyncio.sleep(0.1)
+
+
+def test_kept_alive_connections_idle_past_the_budget_are_closed(server: Server) -> None:
+    """Connections that each made one request and keep it alive, idle: past
+    the budget the stale ones are closed, without an answer to a request
+    nobody sent; the others stay and are served. (A stranger sending a
+    cheap request on each of hundreds of them every few seconds held them
+    all, counted nowhere.)"""
+    kept = []
+    try:
+        for _ in range(PER_CLIENT + 2):
+            sock = stranger(server.port)
+            kept.append(sock)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (answer(sock, within=0.05) or b"").startswith(b"HTTP/1.1 200 ")
+        time.sleep(STALE)  # (all well within uvicorn's keep-alive timeout of 5 s)
+        closed = [s for s in kept if ended_quietly(s, within=0.05)]
+        assert len(closed) == 2
+        for sock in (s for s in kept if s not in closed):
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert (answer(sock, within=5) or b"").startswith(b"HTTP/1.1 200 ")
+    finally:
+        for sock in kept:
+            sock.close()
+
+
+def test_a_socket_closed_for_the_budget_does_not_linger(server: Server) -> None:
+    """A stranger's WebSocket closed 1013 whose client never answers the close
+    frame is let go CLOSE_HANDSHAKE later (uvicorn's own 10 s kept each in
+    the connection count, so a stranger reconnecting held the slots)."""
+    upgrade = (
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    held = []
+    try:
+        for _ in range(PER_CLIENT + 1):
+            sock = stranger(server.port)
+            held.append(sock)
+            sock.sendall(upgrade)
+            assert (answer(sock) or b"").startswith(b"HTTP/1.1 101 ")
+        deadline = time.monotonic() + STALE + 5
+        while not (framed := [s for s in held if answer(s, within=0.05)]):
+            assert time.monotonic() < deadline, "no socket was closed"
+        closing = framed[0]  # sent its close frame (1013); we never answer it
+        since = time.monotonic()
+        closing.settimeout(CLOSE_HANDSHAKE + 5)
+        with contextlib.suppress(ConnectionResetError):  # aborted, else a FIN
+            assert closing.recv(4096) == b""
+        assert time.monotonic() - since < CLOSE_HANDSHAKE + 1.5
+    finally:
+        for sock in held:
+            sock.close()

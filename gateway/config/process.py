@@ -131,9 +131,10 @@ class ServeSettings:
         1024,
         positive_int,
         "Connections one gateway process lets stay unidentified for over a second (request "
-        "headers not complete, or a WebSocket opened without a key not yet logged in), so "
-        "the rest of --max-connections stays for clients that said who they are; past it, "
-        "one that stays unidentified is closed (HTTP: 503, WebSocket: 1013).",
+        "headers not complete, a kept-alive connection idle between requests, or a "
+        "WebSocket opened without a key not yet logged in), so the rest of "
+        "--max-connections stays for clients that said who they are; past it, one that "
+        "stays unidentified is closed (HTTP: 503, or no answer when idle; WebSocket: 1013).",
         ("serve",),
     )
     max_unidentified_per_client: int = setting(

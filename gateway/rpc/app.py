@@ -212,9 +212,10 @@ class Gateway:
             connection.unidentified = self.unidentified.admit(host, connection.crowded_out)
         self._connections.add(connection)
         try:
-            await ws.accept()
+            await ws.accept()  # raises for a peer gone already: then serve() never runs
             await connection.serve()
         finally:
+            connection.identified()  # its ticket, were it never to log in
             self._connections.discard(connection)
 
     # -- HTTP ------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class Connection:
         finally:
             if deadline is not None:
                 deadline.cancel()
-            self._identified()
+            self.identified()
             writer.cancel()
             await self._teardown()
 
@@ -186,7 +186,7 @@ class Connection:
             elements, taken = admit(frame, self._budget)
             await self._answer(frame, elements, taken)  # inline: ordered before what follows
             if self.ctx.identity is not None:
-                self._identified()
+                self.identified()
             return
         else:
             elements, taken = admit(frame, self._budget)
@@ -230,7 +230,9 @@ class Connection:
         connections (``admission``): closed, to try again later."""
         self._spawn(self.close(CLOSE_TRY_AGAIN, TOO_MANY_UNIDENTIFIED))
 
-    def _identified(self) -> None:
+    def identified(self) -> None:
+        """Out of the budget of unidentified connections (logged in, or gone);
+        a second call does nothing."""
         if self.unidentified is not None:
             self.unidentified.release()
             self.unidentified = None
