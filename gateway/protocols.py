@@ -5,6 +5,11 @@
   half a request line holds a connection for good. ``HeaderDeadlineH11``
   closes a connection that has not completed a request's headers within
   ``header_timeout`` seconds of opening or of its last response.
+- Reading: a client that reads nothing of what it asked for (a pile of
+  pipelined requests of a big document, a tiny receive window) kept its
+  connection past every timeout, uvicorn waiting for the socket to drain.
+  ``HeaderDeadlineH11`` aborts a connection whose writes have been paused
+  (the transport's buffer over its high-water mark) for ``header_timeout``.
 - Who holds them: each such wait counts in the budget of unidentified
   connections (``admission.Unidentified``), from the moment the connection
   opens, or its last response went out, until a request's headers are
@@ -65,6 +70,7 @@ class HeaderDeadlineH11(H11Protocol):
     header_timeout = 10.0
     unidentified: Unidentified | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _stall_timer: asyncio.TimerHandle | None = None
     _ticket: Ticket | None = None
     #: The request being served when the ticket was taken: a new one means
     #: the headers the ticket waited for are complete.
@@ -94,7 +100,25 @@ class HeaderDeadlineH11(H11Protocol):
         self._identified()  # the app counts a socket that must still log in
         super().handle_websocket_upgrade(event)
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.header_timeout, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _stalled(self) -> None:
+        """The client has read nothing for ``header_timeout``: given up on."""
+        self._stall_timer = None
+        self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
         if self._header_timer is not None:
             self._header_timer.cancel()
         self._identified()

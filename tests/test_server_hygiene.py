@@ -295,3 +295,22 @@ async def test_credential_headers_and_query_parameters_are_masked_at_debug_level
     assert "x-api-key: [redacted]" in log.lower()  # the names stay, to debug with
     assert "/ws?access_token=[redacted]&key=[redacted]&job=j-1" in log  # info level
     assert "/nope?password=[redacted]&page=2" in log  # uvicorn.access
+
+
+def test_a_client_that_reads_nothing_of_its_responses_is_let_go(keyed_server: Server) -> None:
+    """Hundreds of pipelined requests for the 46 KB contract, and not a byte
+    of the answers read: once its socket has been full for DEADLINE seconds
+    the gateway gives up on the connection (it held it past every timeout,
+    rendering for it whenever a little drained)."""
+    count, contract_bytes = 400, 40_000
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", keyed_server.port))
+        sock.sendall(b"GET /openrpc.json HTTP/1.1\r\nHost: x\r\n\r\n" * count)
+        time.sleep(DEADLINE + 3)
+        sock.settimeout(5)
+        got = 0
+        with contextlib.suppress(ConnectionResetError):  # aborted: a reset
+            while chunk := sock.recv(1 << 20):
+                got += len(chunk)
+    assert got < count * contract_bytes / 2, got  # not served to the end

@@ -117,7 +117,8 @@ class ServeSettings:
         10.0,
         positive,
         "Seconds a client gets to send a request's complete HTTP headers before the "
-        "connection is closed, and then as long for the body of a POST to /rpc (else 408).",
+        "connection is closed, then as long for the body of a POST to /rpc (else 408); "
+        "one that reads nothing of its answers for as long is dropped.",
         ("serve",),
     )
     max_connections: int = setting(
