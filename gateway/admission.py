@@ -3,13 +3,12 @@
 A connection costs the gateway a slot of ``HERO_MAX_CONNECTIONS`` from the
 moment it opens, but says who is on it only later: when a request's headers
 are complete (a key in them, or none needed), or, for a WebSocket opened
-without a key while keys exist, when it calls ``auth.login``. Until then,
-and again while a kept-alive HTTP connection waits for its next request,
+without a key while keys exist, when it calls ``auth.login``. Until then
 it is *unidentified*, and anyone who can reach the port can open such
 connections: without a budget, one client holding a few thousand
-half-sent requests (each lives up to ``HERO_HEADER_TIMEOUT``), unlogged
-sockets (``HERO_AUTH_TIMEOUT``) or idle kept-alive connections, and
-opening new ones as they expire, keeps every other client out (503).
+half-sent requests (each lives up to ``HERO_HEADER_TIMEOUT``) or unlogged
+sockets (``HERO_AUTH_TIMEOUT``), and opening new ones as they expire, keeps
+every other client out (503).
 
 ``Unidentified`` is that budget. A client that is not slow identifies
 itself within one round trip, so a connection counts only once it has been
@@ -25,8 +24,10 @@ client with a key, behind the same address as one at its limit (a NAT, a
 proxy), is served. What that leaves open is a client that opens more than
 ``HERO_MAX_CONNECTIONS`` connections every ``STALE_AFTER`` seconds (plus,
 for a WebSocket, the ``protocols.CLOSE_HANDSHAKE`` its close may take), or
-keeps that many busy with requests, a connection or request *rate* that a
-firewall or proxy in front should limit.
+keeps that many alive with a request every few seconds (a kept-alive
+connection idle between requests is not counted: a proxy's pool comes from
+one address): a connection or request *rate*, which a firewall or proxy in
+front should limit.
 
 A connection whose time came while the event loop lagged (its timer ran
 late by half of ``STALE_AFTER`` or more, so its request may be waiting

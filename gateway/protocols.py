@@ -9,15 +9,15 @@
   pipelined requests of a big document, a tiny receive window) kept its
   connection past every timeout, uvicorn waiting for the socket to drain.
   ``HeaderDeadlineH11`` aborts a connection whose writes have been paused
-  (the transport's buffer over its high-water mark) for ``header_timeout``.
+  (more than the transport's 64 KiB high-water mark unsent, beyond what the
+  kernel holds) for ``header_timeout``.
 - Who holds them: each such wait counts in the budget of unidentified
   connections (``admission.Unidentified``), from the moment the connection
-  opens, or its last response went out, until a request's headers are
-  complete: one that stays unidentified past its client's limit is closed,
-  answered 503 if part of a request had come. So a kept-alive connection
-  idle between requests counts too: a stranger sending a cheap request on
-  each of hundreds of connections every few seconds held them all, counted
-  nowhere.
+  opens, or the first byte of its next request arrives, until the
+  request's headers are complete: one that stays unidentified past its
+  client's limit is answered 503 and closed. (A kept-alive connection idle
+  between requests is not counted: a proxy's pool of upstream connections
+  comes from one address, and uvicorn's keep-alive timeout ends them.)
 - Closing: when the app is done with a WebSocket whose peer does not read,
   uvicorn closes the transport, and asyncio keeps a closing transport open
   until its write buffer drains, which for that peer is never.
@@ -93,11 +93,14 @@ class HeaderDeadlineH11(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start a pipelined request
         self._arm()
-        if self._between_requests():
-            self._unidentified()  # kept alive: waiting for its next request's headers
+        if self._between_requests() and self.conn.trailing_data[0]:
+            self._unidentified()  # part of a next request waits: counted as it would be
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._identified()  # the app counts a socket that must still log in
+        if self._stall_timer is not None:  # the WebSocket protocol owns the socket now
+            self._stall_timer.cancel()
+            self._stall_timer = None
         super().handle_websocket_upgrade(event)
 
     def pause_writing(self) -> None:
@@ -114,7 +117,8 @@ class HeaderDeadlineH11(H11Protocol):
     def _stalled(self) -> None:
         """The client has read nothing for ``header_timeout``: given up on."""
         self._stall_timer = None
-        self.transport.abort()
+        if self.transport.get_protocol() is self:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._stall_timer is not None:
@@ -143,12 +147,9 @@ class HeaderDeadlineH11(H11Protocol):
             self._ticket = None
 
     def _refuse(self) -> None:
-        """Closed; with a 503 when part of a request came (an idle kept-alive
-        connection is closed as its keep-alive timeout would close it)."""
         self._ticket = None
         if not self.transport.is_closing():
-            if self.cycle is None or self.conn.trailing_data[0]:
-                self.transport.write(REFUSAL)
+            self.transport.write(REFUSAL)
             self.transport.close()
 
     def _arm(self) -> None:

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 import websockets
 from websockets.sync.client import connect as ws_connect
 
+from gateway.protocols import CLOSE_HANDSHAKE
 from gateway.rpc.websocket import CLOSE_TIMEOUT, NOT_READING
 from gateway.supervisor import keys
 from tests import raw_ws
@@ -135,8 +136,8 @@ def test_a_client_that_never_reads_at_all_is_let_go(bounded_server: Server) -> N
         _, blocked = flood(sock, lambda: None)
         assert blocked
         assert len(os.listdir(f"/proc/{pid}/fd")) > fds
-        # grace, then CLOSE_TIMEOUT for the close frame, then uvicorn's close timeout
-        deadline = time.monotonic() + GRACE + CLOSE_TIMEOUT + 10 + 15
+        # grace, then CLOSE_TIMEOUT for the close frame, then the closing handshake
+        deadline = time.monotonic() + GRACE + CLOSE_TIMEOUT + CLOSE_HANDSHAKE + 15
         while len(os.listdir(f"/proc/{pid}/fd")) > fds:
             assert time.monotonic() < deadline, "the gateway still holds the socket"
             time.sleep(0.5)

@@ -118,7 +118,7 @@ class ServeSettings:
         positive,
         "Seconds a client gets to send a request's complete HTTP headers before the "
         "connection is closed, then as long for the body of a POST to /rpc (else 408); "
-        "one that reads nothing of its answers for as long is dropped.",
+        "one that leaves over 64 KiB of its answers unread for as long is dropped.",
         ("serve",),
     )
     max_connections: int = setting(
@@ -132,10 +132,9 @@ class ServeSettings:
         1024,
         positive_int,
         "Connections one gateway process lets stay unidentified for over a second (request "
-        "headers not complete, a kept-alive connection idle between requests, or a "
-        "WebSocket opened without a key not yet logged in), so the rest of "
-        "--max-connections stays for clients that said who they are; past it, one that "
-        "stays unidentified is closed (HTTP: 503, or no answer when idle; WebSocket: 1013).",
+        "headers not complete, or a WebSocket opened without a key not yet logged in), so "
+        "the rest of --max-connections stays for clients that said who they are; past it, "
+        "one that stays unidentified is closed (HTTP: 503, WebSocket: 1013).",
         ("serve",),
     )
     max_unidentified_per_client: int = setting(
