@@ -10,7 +10,9 @@
   connection past every timeout, uvicorn waiting for the socket to drain.
   ``HeaderDeadlineH11`` aborts a connection whose writes have been paused
   (more than the transport's 64 KiB high-water mark unsent, beyond what the
-  kernel holds) for ``header_timeout``.
+  kernel holds) for ``header_timeout``, and one being closed (keep-alive
+  timeout, ``Connection: close``, a refusal) whose last bytes have waited
+  as long: asyncio waits for a closing transport to drain for ever.
 - Who holds them: each such wait counts in the budget of unidentified
   connections (``admission.Unidentified``), from the moment the connection
   opens, or the first byte of its next request arrives, until the
@@ -71,6 +73,7 @@ class HeaderDeadlineH11(H11Protocol):
     unidentified: Unidentified | None = None
     _header_timer: asyncio.TimerHandle | None = None
     _stall_timer: asyncio.TimerHandle | None = None
+    _drain_timer: asyncio.TimerHandle | None = None
     _ticket: Ticket | None = None
     #: The request being served when the ticket was taken: a new one means
     #: the headers the ticket waited for are complete.
@@ -93,14 +96,16 @@ class HeaderDeadlineH11(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start a pipelined request
         self._arm()
+        self._watch_drain()
         if self._between_requests() and self.conn.trailing_data[0]:
             self._unidentified()  # part of a next request waits: counted as it would be
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._identified()  # the app counts a socket that must still log in
-        if self._stall_timer is not None:  # the WebSocket protocol owns the socket now
-            self._stall_timer.cancel()
-            self._stall_timer = None
+        for timer in (self._stall_timer, self._drain_timer):  # the WebSocket's socket now
+            if timer is not None:
+                timer.cancel()
+        self._stall_timer = self._drain_timer = None
         super().handle_websocket_upgrade(event)
 
     def pause_writing(self) -> None:
@@ -114,6 +119,22 @@ class HeaderDeadlineH11(H11Protocol):
             self._stall_timer.cancel()
             self._stall_timer = None
 
+    def _watch_drain(self) -> None:
+        """Bytes a response left unsent: looked at again in ``header_timeout``."""
+        if self._drain_timer is None and self.transport.get_write_buffer_size():
+            self._drain_timer = self.loop.call_later(self.header_timeout, self._drained)
+
+    def _drained(self) -> None:
+        """A closing connection whose last bytes are still unsent is given up
+        on; an open one still holding some is looked at again."""
+        self._drain_timer = None
+        if self.transport.get_protocol() is not self:
+            return
+        if self.transport.is_closing() and self.transport.get_write_buffer_size():
+            self.transport.abort()
+        else:
+            self._watch_drain()
+
     def _stalled(self) -> None:
         """The client has read nothing for ``header_timeout``: given up on."""
         self._stall_timer = None
@@ -121,8 +142,9 @@ class HeaderDeadlineH11(H11Protocol):
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
+        for timer in (self._stall_timer, self._drain_timer):
+            if timer is not None:
+                timer.cancel()
         if self._header_timer is not None:
             self._header_timer.cancel()
         self._identified()

@@ -118,7 +118,8 @@ class ServeSettings:
         positive,
         "Seconds a client gets to send a request's complete HTTP headers before the "
         "connection is closed, then as long for the body of a POST to /rpc (else 408); "
-        "one that leaves over 64 KiB of its answers unread for as long is dropped.",
+        "one that leaves its answers unread for as long is dropped (more than 64 KiB of "
+        "them while its connection is open).",
         ("serve",),
     )
     max_connections: int = setting(
