@@ -102,10 +102,7 @@ class HeaderDeadlineH11(H11Protocol):
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._identified()  # the app counts a socket that must still log in
-        for timer in (self._stall_timer, self._drain_timer):  # the WebSocket's socket now
-            if timer is not None:
-                timer.cancel()
-        self._stall_timer = self._drain_timer = None
+        self._unwatch_writes()  # the WebSocket protocol's socket now
         super().handle_websocket_upgrade(event)
 
     def pause_writing(self) -> None:
@@ -135,6 +132,12 @@ class HeaderDeadlineH11(H11Protocol):
         else:
             self._watch_drain()
 
+    def _unwatch_writes(self) -> None:
+        for timer in (self._stall_timer, self._drain_timer):
+            if timer is not None:
+                timer.cancel()
+        self._stall_timer = self._drain_timer = None
+
     def _stalled(self) -> None:
         """The client has read nothing for ``header_timeout``: given up on."""
         self._stall_timer = None
@@ -142,9 +145,7 @@ class HeaderDeadlineH11(H11Protocol):
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in (self._stall_timer, self._drain_timer):
-            if timer is not None:
-                timer.cancel()
+        self._unwatch_writes()
         if self._header_timer is not None:
             self._header_timer.cancel()
         self._identified()

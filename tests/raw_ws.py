@@ -18,25 +18,35 @@ from dataclasses import dataclass
 TEXT, CONTINUATION, CLOSE = 0x1, 0x0, 0x8
 
 
+def upgrade_request(port: int, headers: dict[str, str] | None = None) -> bytes:
+    """The HTTP request that upgrades to a WebSocket on ``/ws``."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    return (
+        f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+        f"Sec-WebSocket-Version: 13\r\n{extra}\r\n"
+    ).encode()
+
+
 def connect(
-    port: int, *, rcvbuf: int | None = None, headers: dict[str, str] | None = None
+    port: int,
+    *,
+    rcvbuf: int | None = None,
+    headers: dict[str, str] | None = None,
+    source: str | None = None,
 ) -> socket.socket:
     """A socket upgraded to a WebSocket on ``/ws`` (the 101 read, nothing more).
-    ``rcvbuf`` is set before connecting, so the advertised window stays small."""
+    ``rcvbuf`` is set before connecting, so the advertised window stays small;
+    ``source``: the loopback address to connect from."""
     sock = socket.socket()
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    if source is not None:
+        sock.bind((source, 0))
     sock.settimeout(10)
     sock.connect(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    sock.sendall(
-        (
-            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-            f"Sec-WebSocket-Version: 13\r\n{extra}\r\n"
-        ).encode()
-    )
+    sock.sendall(upgrade_request(port, headers))
     head = b""
     while b"\r\n\r\n" not in head:  # byte by byte: nothing after the 101 is consumed
         byte = sock.recv(1)

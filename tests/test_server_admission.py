@@ -24,6 +24,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed
 
 from gateway.protocols import CLOSE_HANDSHAKE
+from tests import raw_ws
 from tests.server_support import Rpc, Server, http_get, running_server
 
 STRANGER = "127.0.0.2"
@@ -197,10 +198,6 @@ async def test_sockets_reset_as_they_open_leave_nothing_counted(
     may stay counted (each once kept its ticket for good, so the budget
     filled with connections that no longer existed and every slow client
     after was closed)."""
-    upgrade = (
-        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
     loop = asyncio.get_running_loop()
 
     async def reset_after_sending(port: int, pause: float) -> None:
@@ -208,7 +205,7 @@ async def test_sockets_reset_as_they_open_leave_nothing_counted(
         sock.bind((STRANGER, 0))
         sock.setblocking(False)
         await loop.sock_connect(sock, ("127.0.0.1", port))
-        await loop.sock_sendall(sock, upgrade)
+        await loop.sock_sendall(sock, raw_ws.upgrade_request(port))
         await asyncio.sleep(pause)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # a reset, not a FIN
@@ -233,17 +230,10 @@ def test_a_socket_closed_for_the_budget_does_not_linger(server: Server) -> None:
     """A stranger's WebSocket closed 1013 whose client never answers the close
     frame is let go CLOSE_HANDSHAKE later (uvicorn's own 10 s kept each in
     the connection count, so a stranger reconnecting held the slots)."""
-    upgrade = (
-        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
     held = []
     try:
         for _ in range(PER_CLIENT + 1):
-            sock = stranger(server.port)
-            held.append(sock)
-            sock.sendall(upgrade)
-            assert (answer(sock) or b"").startswith(b"HTTP/1.1 101 ")
+            held.append(raw_ws.connect(server.port, source=STRANGER))
         deadline = time.monotonic() + STALE + 5
         while not (framed := [s for s in held if answer(s, within=0.05)]):
             assert time.monotonic() < deadline, "no socket was closed"

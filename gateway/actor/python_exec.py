@@ -28,10 +28,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gateway.actor import cgroup, seccomp
+from gateway.actor import cgroup
 from gateway.actor.context import JobContext, JobFailed
 from gateway.actor.joblog import JobLog
-from gateway.actor.sandbox import JOB_DIR, SCRIPT, Sandbox, check_environment, pipes
+from gateway.actor.sandbox import JOB_DIR, SCRIPT, Sandbox, check_environment, sandbox_pipes
 from gateway.actor.warm import Ready, WarmPool
 from gateway.config import Config
 from gateway.model import Claimed
@@ -110,11 +110,9 @@ class PythonExecutor:
     async def _start_sandbox(self) -> Ready:
         """A bwrap waiting for its job (gateway/actor/warm.py), in its cgroup."""
         assert self.sandbox is not None
-        (read, write), (env_read, env_write) = pipes(2)
         command = [sys.executable, "-I", "-B", "-u", f"{JOB_DIR}/{SCRIPT}"]  # -u: lines live
-        rules = -1
+        (read, write), (env_read, env_write), rules = sandbox_pipes()
         try:
-            rules = seccomp.pipe()
             argv = self.sandbox.argv(command, read, env_read, rules)
             proc = await asyncio.create_subprocess_exec(
                 *argv, env={}, cwd=tempfile.gettempdir(),
@@ -129,8 +127,7 @@ class PythonExecutor:
             raise
         finally:
             for fd in (read, env_read, rules):
-                if fd >= 0:
-                    os.close(fd)
+                os.close(fd)
         ready = Ready(proc, None, write, env_write)
         try:
             for limit, value in self._rlimits():

@@ -108,6 +108,23 @@ def pipes(count: int) -> list[tuple[int, int]]:
     return made
 
 
+def sandbox_pipes() -> tuple[tuple[int, int], tuple[int, int], int]:
+    """The pipes a sandbox starts with: its job's options and its environment
+    (read end, write end: written once the job is known), and the read end of
+    one holding the seccomp program, written and closed (a few hundred bytes:
+    the write never blocks). None left open if one fails."""
+    (args_read, args_write), (env_read, env_write), (rules, rules_write) = pipes(3)
+    try:
+        os.write(rules_write, seccomp.program())
+    except BaseException:
+        for fd in (args_read, args_write, env_read, env_write, rules):
+            os.close(fd)
+        raise
+    finally:
+        os.close(rules_write)
+    return (args_read, args_write), (env_read, env_write), rules
+
+
 def python_paths() -> list[str]:
     """What the actor's interpreter needs outside the system folders: its
     venv and its base installation (both mounted read-only)."""
@@ -145,7 +162,7 @@ class Sandbox:
         Without them it stops at the ``--chdir`` into a JOB_DIR that is not there.
         Then it copies ``env_fd`` (``env_file``) to ENV_FILE, read-only, and
         runs the job under the seccomp program it reads from ``filter_fd``
-        (``seccomp.pipe``)."""
+        (``sandbox_pipes``)."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--die-with-parent", "--new-session", "--seccomp", str(filter_fd)]  # fmt: skip
         if not self.network:
@@ -216,10 +233,8 @@ class Sandbox:
         with tempfile.TemporaryDirectory(prefix="hero-sandbox-check-") as tmp:
             (Path(tmp) / SCRIPT).write_bytes(b"")
             self.prepare(Path(tmp))
-            (read, write), (env_read, env_write) = pipes(2)
-            rules = -1
+            (read, write), (env_read, env_write), rules = sandbox_pipes()
             try:
-                rules = seccomp.pipe()
                 proc = subprocess.Popen(
                     self.argv([sys.executable, "-I", "-c", "pass"], read, env_read, rules),
                     pass_fds=(read, env_read, rules),
@@ -232,8 +247,7 @@ class Sandbox:
                 raise SandboxUnavailable(f"bwrap failed: {exc}. {HOW_TO_FIX}") from None
             finally:
                 for fd in (read, write, env_read, env_write, rules):
-                    if fd >= 0:
-                        os.close(fd)
+                    os.close(fd)
             try:
                 _, err = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:

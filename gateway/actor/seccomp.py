@@ -26,14 +26,13 @@ that an interpreter upgrade could trip over. A call of another architecture
 than the actor's (a 32-bit or x32 syscall on x86-64) kills the job's
 process. The program is built once per process with libseccomp (through
 ``pyseccomp``) and handed to each bwrap down a pipe of its own, since bwrap
-reads it to the end.
+reads it to the end (``sandbox.sandbox_pipes``).
 """
 
 from __future__ import annotations
 
 import errno
 import functools
-import os
 import tempfile
 
 #: ``clone`` flags that make a namespace (linux/sched.h). CLONE_NEWTIME is
@@ -89,18 +88,3 @@ def program() -> bytes:
     except (OSError, ValueError, RuntimeError) as exc:  # a libseccomp too old for clone3
         why = f"libseccomp cannot build the filter ({exc}): 2.5 or later is needed"
         raise FilterUnavailable(f"{why} (Debian 12: apt-get install libseccomp2)") from None
-
-
-def pipe() -> int:
-    """The read end of a pipe holding the program, its write end closed. The
-    program (a few hundred bytes) fits in any pipe's buffer: the write never
-    blocks."""
-    read, write = os.pipe()
-    try:
-        os.write(write, program())
-    except BaseException:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    return read
