@@ -62,6 +62,7 @@ import redis
 from gateway.config import Config
 from gateway.embedded_redis import EmbeddedRedis
 from gateway.model import library as lib
+from gateway.model.claim import CycleReply, Outcome
 from gateway.model.job import JobSpec
 from gateway.supervisor import keys
 from gateway.supervisor.library import source
@@ -164,7 +165,7 @@ class Rounds:
     def _cpu(self) -> float:
         return redis_cpu(self.client)
 
-    def cycle(self, phase: str, counting: bool, **kw: Any) -> lib.CycleReply:
+    def cycle(self, phase: str, counting: bool, **kw: Any) -> CycleReply:
         defaults: dict[str, Any] = {
             "want": 0,
             "outcomes": [],
@@ -201,15 +202,13 @@ class Rounds:
             if counting:
                 self.tally.jobs += batch
 
-    def _handed_outcome(self, spec: JobSpec) -> lib.Outcome:
+    def _handed_outcome(self, spec: JobSpec) -> Outcome:
         """The end of a job handed off, as its run reports it (its script as output)."""
         job = keys.job(spec.job_id)
         status, run, attempt = self.client.hmget(job, "status", "run", "attempt")
         if status != b"started":
             raise RuntimeError(f"job {spec.job_id} was not handed to the actor: {status!r}")
-        return lib.Outcome(
-            spec.job_id, "finished", spec.script, attempt=int(attempt), run=run.decode()
-        )
+        return Outcome(spec.job_id, "finished", spec.script, attempt=int(attempt), run=run.decode())
 
 
 def measure(

@@ -131,7 +131,7 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     assert answers[:n] == [{"job_id": f"big-{i}", "status": "created"} for i in range(n)]
     (commands,) = sent  # one pipeline: the runs' call, then 3 calls of creates
     flag = 3 + len(functions.head(sup.config))  # FCALL name numkeys *head start-flag
-    assert [(c[flag], (len(c) - flag - 1) // 3) for c in commands] == [
+    assert [(c[flag], (len(c) - flag - 1) // functions.SUBMIT_WIDTH) for c in commands] == [
         ("1", 3),
         ("0", submission.SUBMIT_BATCH),
         ("0", submission.SUBMIT_BATCH),

@@ -24,12 +24,12 @@ return out
 
 
 def _iso_second_source() -> str:
-    """``floor`` and ``iso_second`` as hero.lua defines them, nothing else."""
+    """``iso_second`` as hero.lua defines it, nothing else, with the globals
+    it uses (hero.lua binds them at its first call)."""
     lines = library.source().splitlines()
-    start = lines.index("local function floor(x) return math.floor(x) end")
     begin = lines.index("local function iso_second(sec)")
     end = lines.index("end", begin)
-    return "\n".join([lines[start], *lines[begin : end + 1]])
+    return "\n".join(["local floor, format = math.floor, string.format", *lines[begin : end + 1]])
 
 
 def _edges() -> list[datetime]:

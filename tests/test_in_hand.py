@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.model.library import Claimed, Outcome
+from gateway.model.claim import Claimed, Outcome
 from gateway.supervisor.in_hand import InHand
 
 

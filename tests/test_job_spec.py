@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import InvalidJob
+from gateway.model import library
 from gateway.model.job import JobSpec
 
 TYPES = ("python", "osis")
@@ -68,4 +69,5 @@ def test_a_spec_cannot_be_changed_nor_can_the_env_vars_all_specs_share() -> None
     with pytest.raises(TypeError):
         spec.env_vars["A"] = "1"  # type: ignore[index]
     assert JobSpec(script="x", script_type="python", job_id="j2").env_vars == {}
-    assert spec.hash_fields("q")[spec.hash_fields("q").index("env_vars") + 1] == "{}"
+    args = library.submit_many(False, [(spec, "q")]).args  # start flag, id, prerequisites, fields
+    assert args[3 + library.SUBMIT_FIELDS.index("env_vars")] == "{}"

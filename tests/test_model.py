@@ -24,9 +24,9 @@ from mypy import api as mypy_api
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.model import Event, StreamId, UnknownFields, library
+from gateway.model.claim import CLAIM_FIELDS
 from gateway.model.event import COMMON_FIELDS, ENTRY_FIELDS, OPTIONAL_FIELDS
 from gateway.model.job import compact_json
-from gateway.model.library import CLAIM_FIELDS
 from gateway.supervisor import Supervisor, keys
 from tests.helpers import eventually, job, started
 
@@ -48,10 +48,10 @@ def _names(flat: str) -> list[str]:
 
 def test_emit_writes_the_fields_of_event() -> None:
     body = _function("emit")
-    xadd = body[body.index("'XADD', EVENTS") : body.index("unpack(result))")]
+    xadd = body[body.index("'XADD', EVENTS") : body.index("unpack(more))")]
     written = _names(xadd.split("'*',", 1)[1])
     assert tuple(written) == COMMON_FIELDS
-    # what `result` adds: ctx.tag (take's sandbox tag) and a terminal output
+    # what `more` adds: ctx.tag (take's sandbox tag) and a terminal output
     take = _function("take")
     tag = re.search(r"\{'(\w+)', 'off'\}", take)
     assert tag is not None and "ctx.tag = off" in take
@@ -82,7 +82,7 @@ def test_claim_fields_are_hero_luas() -> None:
     assert found is not None
     lua = re.findall(r"'(\w+)'", found.group(1))
     assert (tuple(lua[:-1]), lua[-1]) == (CLAIM_FIELDS, "legacy")
-    assert "table.remove(rec)" in _function("take")
+    assert "remove(rec)" in _function("take")
     # a dispatch reads them in the same HMGET as the rest (spelled again there)
     found = re.search(r"local DISPATCH_FIELDS = \{([^}]*)\}", LUA)
     assert found is not None

@@ -17,6 +17,8 @@ from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
 from gateway.model import Outcome
+from gateway.model import library as functions
+from gateway.model.claim import CLAIMED_WIDTH
 from gateway.supervisor import STATUSES, TERMINAL, Supervisor, keys, library
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
@@ -34,6 +36,19 @@ def test_the_lua_library_ends_jobs_in_the_contracts_ended_statuses() -> None:
     line = next(ln for ln in library.source().splitlines() if ln.startswith("local TERMINAL ="))
     assert set(re.findall(r"(\w+) = true", line)) == TERMINAL
     assert set(STATUSES) > TERMINAL
+
+
+@pytest.mark.parametrize(
+    ("lua_name", "width"),
+    [("SUBMIT_WIDTH", functions.SUBMIT_WIDTH), ("CLAIMED_WIDTH", CLAIMED_WIDTH)],
+)
+def test_the_lua_library_reads_the_arguments_and_rows_as_the_binding_lays_them(
+    lua_name: str, width: int
+) -> None:
+    """hero.lua steps through a submit's arguments and lays a claim's rows out
+    by widths of its own: they must be the binding's."""
+    line = next(ln for ln in library.source().splitlines() if ln.startswith(f"local {lua_name} ="))
+    assert int(line.split("=")[1]) == width
 
 
 # -- routing and priorities ---------------------------------------------------

@@ -7,6 +7,7 @@ reply) live here once; key names stay in ``supervisor/keys.py``.
 """
 
 from gateway.model import library
+from gateway.model.claim import CLAIM_FIELDS, Claimed, CycleReply, Outcome
 from gateway.model.event import LAST_ID, Event, StreamId, UnknownFields
 from gateway.model.job import (
     DEFAULT_PRIORITY,
@@ -18,9 +19,10 @@ from gateway.model.job import (
     decode,
     result,
 )
-from gateway.model.library import Call, Claimed, CycleReply, Outcome, Reply, Transition, Verdict
+from gateway.model.library import Call, Reply, Transition, Verdict
 
 __all__ = [
+    "CLAIM_FIELDS",
     "DEFAULT_PRIORITY",
     "LAST_ID",
     "REPORT_EVENTS",

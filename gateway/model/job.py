@@ -175,38 +175,6 @@ class JobSpec(NamedTuple):
             **{name: data[name] for name in _PLAIN_FIELDS if name in data},
         )
 
-    def hash_fields(self, queue: str) -> list[str]:
-        """Flat field/value pairs for HSET (id, created_at and the JSON lists are
-        set in Lua); ``queue``: where it is dispatched (``supervisor.keys.dispatch_queue``).
-        Spelled as one list literal: it is built for every job submitted.
-
-        ``group`` and ``instance``, fields of ours that most jobs leave empty,
-        are written only when set: every field of a job hash costs Redis on
-        each read and write of the job (docs/performance.md, "Counted, not
-        timed"), and a missing one reads as empty everywhere (``decode``, the
-        Functions, an actor's claim row), as in an outside producer's hash.
-        The Hero protocol's own fields are always written."""
-        fields = [
-            "script", self.script,
-            "script_type", self.script_type,
-            "caller_id", self.caller_id,
-            "context_id", self.context_id,
-            "worker_id", self.worker_id,
-            "priority", str(self.priority),
-            "timeout", str(self.timeout),
-            "retries", str(self.retries),
-            "concurrent", "false",
-            "env_vars", compact_json(dict(self.env_vars)) if self.env_vars else "{}",
-            "queue", queue,
-        ]  # fmt: skip
-        if self.group:
-            fields += ("group", self.group)
-        if self.instance:
-            fields += ("instance", self.instance)
-        if self.stream:
-            fields += ("mode", "stream")
-        return fields
-
 
 #: JSON as the hash keeps it (no spaces); one encoder, since ``json.dumps``
 #: with options builds a new one on every call.

@@ -9,7 +9,6 @@ everyone but the decoders here, so mypy rejects ``reply[0]`` elsewhere.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from typing import Any, Generic, NamedTuple, NewType, TypeVar, cast
 import orjson
 
 from gateway.config import Config
-from gateway.model.job import JobSpec, compact_json, stored_int
+from gateway.model.claim import CLAIMED_WIDTH, Claimed, CycleReply, Outcome
+from gateway.model.job import JobSpec, compact_json
 
 #: A Function's reply as Redis sent it; only this module's decoders look inside.
 Reply = NewType("Reply", object)
@@ -146,15 +146,33 @@ def _each(reply: Reply) -> list[Transition | Refused]:
             for row in _rows(reply)]  # fmt: skip
 
 
+#: What ``hero_submit_many`` takes of each job, in order, after its id and its
+#: prerequisites (hero.lua ``SUBMIT_WIDTH`` counts all of them): the job
+#: hash's fields as a client gave them, and ``queue``, where it is dispatched
+#: (``supervisor.keys.dispatch_queue``). An empty group, instance or mode is
+#: not written (hero.lua ``submit``).
+SUBMIT_FIELDS = ("script", "script_type", "caller_id", "context_id", "worker_id",
+                 "priority", "timeout", "retries", "env_vars", "queue", "group", "instance",
+                 "mode")  # fmt: skip
+#: The arguments of one job in a ``hero_submit_many`` call (hero.lua ``SUBMIT_WIDTH``).
+SUBMIT_WIDTH = 2 + len(SUBMIT_FIELDS)
+
+
 def submit_many(
     start: bool, jobs: Sequence[tuple[JobSpec, str]]
 ) -> Call[list[Transition | Refused]]:
     """Create (and ``start``) each job, given with the queue it goes to: its
-    own Transition, in order; a job Redis failed on is Refused."""
+    own Transition, in order; a job Redis failed on is Refused. Each job's
+    fields are arguments of their own (``SUBMIT_FIELDS``), which hero.lua
+    writes as they come, rather than a JSON text it would decode."""
     args: list[Arg] = ["1" if start else "0"]
     for job, queue in jobs:
         prerequisites = strings_json(list(job.prerequisites)) if job.prerequisites else "[]"
-        args += [job.job_id, prerequisites, strings_json(job.hash_fields(queue))]
+        env = compact_json(dict(job.env_vars)) if job.env_vars else "{}"
+        args += [job.job_id, prerequisites, job.script, job.script_type, job.caller_id,
+                 job.context_id, job.worker_id, str(job.priority), str(job.timeout),
+                 str(job.retries), env, queue, job.group, job.instance,
+                 "stream" if job.stream else ""]  # fmt: skip
     return Call("hero_submit_many", tuple(args), _each)
 
 
@@ -197,102 +215,12 @@ def dlq_replay(script_type: str, job_ids: Sequence[str]) -> Call[list[str]]:
 
 # -- actors -------------------------------------------------------------------
 
-#: The hash fields a claimed job is run from, after its id (CLAIM_FIELDS in
-#: hero.lua, whose last one, ``legacy``, stays inside Lua).
-CLAIM_FIELDS = ("script", "script_type", "timeout", "env_vars", "caller_id", "context_id",
-                "attempt", "retries", "group", "instance")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """A job handed to an actor (by its cycle, a handoff message or an
-    adoption), with what it needs to run it."""
-
-    job_id: str
-    script: str
-    script_type: str
-    timeout: int
-    env_vars: dict[str, str]
-    caller_id: str
-    context_id: str
-    attempt: int
-    retries: int
-    group: str = ""
-    instance: str = ""
-    #: Stream mode: the work stream's entry, acked when the job is done.
-    entry: str = ""
-    #: This run's token (hero.lua ``take``), sent back with its log writes and report.
-    run: str = ""
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Claimed:
-        """From ``[job_id, *CLAIM_FIELDS, entry?, run?]``: a hero_cycle row, a
-        handoff message (the same row as JSON) or an adoption's HMGET.
-        Missing values (nil in Lua: null or false) take the defaults, and so
-        do values that are not what they should be: a job hash is anyone's
-        to write (an outside producer's), and one row that raised here
-        failed the actor's whole cycle and ended the actor."""
-        job_id, script, script_type, timeout, env, caller, context, attempt, retries = row[:9]
-        group, instance, entry, run = [*row[9:13], "", "", "", ""][:4]
-        return cls(
-            job_id=job_id,
-            script=script or "",
-            script_type=script_type,
-            timeout=stored_int(timeout, 300, low=1),
-            env_vars=_environment(env) if env and env != "{}" else {},  # most jobs: none
-            caller_id=caller or "",
-            context_id=context or "",
-            attempt=stored_int(attempt, 1, low=1),
-            retries=stored_int(retries, 0, low=0),
-            group=group or "",
-            instance=instance or "",
-            entry=entry or "",
-            run=run if isinstance(run, str) else "",
-        )
-
-    def ended(self, status: str, output: str = "", error: str = "", log_path: str = "") -> Outcome:
-        """This run's end, named as Redis checks a report (attempt, run, stream entry)."""
-        return Outcome(self.job_id, status, output, error, log_path,
-                       self.attempt, self.run, self.entry)  # fmt: skip
-
-
-def _environment(text: str) -> dict[str, str]:
-    """A job's env_vars: a JSON object of strings, else none at all."""
-    try:
-        found = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {k: v for k, v in found.items() if isinstance(v, str)}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The end an actor reports for a run (``Claimed.ended``); ``attempt`` 0, ``run``
-    "": not known (a report sent again names its attempt: ``InHand.checked``)."""
-
-    job_id: str
-    status: str  # finished | error | timeout | stopped
-    output: str = ""
-    error: str = ""
-    log_path: str = ""
-    attempt: int = 0
-    run: str = ""  #: the run's token (``Claimed.run``; "": not known)
-    entry: str = ""  #: stream mode: the entry of the run (``Claimed.entry``), acked
-
-
-@dataclass(frozen=True)
-class CycleReply:
-    """What one hero_cycle claimed, and the ms until a parked outside id is
-    due (0: none), so an idle actor knows when to cycle again."""
-
-    claimed: tuple[Claimed, ...]
-    settle_ms: int
-
 
 def _cycle_reply(reply: Reply) -> CycleReply:
-    rows, settle_ms = _rows(reply)
+    """``[settle_ms, *row, *row, ...]``: the rows come flat, CLAIMED_WIDTH values
+    each (one array instead of one per row costs Redis less to send)."""
+    settle_ms, *flat = _rows(reply)
+    rows = (flat[i : i + CLAIMED_WIDTH] for i in range(0, len(flat), CLAIMED_WIDTH))
     return CycleReply(tuple(Claimed.from_row(row) for row in rows), int(settle_ms or 0))
 
 

@@ -90,9 +90,9 @@ ACTOR_COMMANDS = (
     "xreadgroup", "xack", "xdel",
     # inside the Functions above
     "time", "exists", "hget", "hstrlen", "hset", "hincrby", "expire", "append", "getrange",
-    "lpush", "lmove", "llen", "lpos", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore",
+    "lpush", "rpop", "llen", "lpos", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore",
     "publish",
-    "xadd", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
+    "xadd", "xtrim", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
 
 #: What a gateway must not do although it may touch every hero key: the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from gateway.model.library import Claimed, Outcome
+from gateway.model.claim import Claimed, Outcome
 
 #: A run in hand: its job id and its token.
 Run = tuple[str, str]

@@ -44,8 +44,8 @@ import socket
 from collections.abc import Callable, Sequence
 
 from gateway.config import Config
+from gateway.model import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.model import library as functions
-from gateway.model.library import CLAIM_FIELDS, Call, Claimed, Outcome
 from gateway.supervisor import connection, deliveries, keys, library, presence, stop_requests
 from gateway.supervisor.in_hand import InHand, RunKey, run_key
 from gateway.supervisor.subscriber import Subscriber

@@ -54,6 +54,19 @@ local IDLE = '{{IDLE}}'
 local WAKE = '{{WAKE}}'
 local H = 7
 
+-- The globals the Functions use, held as upvalues. A Function's globals are
+-- an empty table whose metatable leads to Redis's, so every use of a global
+-- (`redis`, `tonumber`, `string`...) is three table reads; an upvalue is one.
+-- While the library loads only `redis.register_function` and `redis.log`
+-- exist, so they are bound at the first call (`wrap`).
+local function globals()
+  return redis.call, redis.pcall, tonumber, tostring, type, ipairs, pairs, next, unpack,
+    pcall, error, string.format, string.sub, string.find, string.gmatch, math.floor, math.min,
+    math.max, table.insert, table.remove, table.concat, cjson.encode, cjson.decode
+end
+local rcall, rpcall, tonumber, tostring, type, ipairs, pairs, next, unpack, pcall, error,
+  format, sub, find, gmatch, floor, min, max, insert, remove, concat, encode, decode
+
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
 local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
@@ -64,7 +77,6 @@ local NONE = {}  -- an empty list to unpack, never written to
 -- a 40 MB list held Redis for seconds. About 40,000 dependents of one job.
 local MAX_LIST_BYTES = 1048576
 
-local function floor(x) return math.floor(x) end
 
 -- ISO 8601 of an epoch second up to its seconds (days-from-civil inverse,
 -- proleptic Gregorian): "2026-12-02T01:02:27".
@@ -81,7 +93,7 @@ local function iso_second(sec)
   local m = mp < 10 and mp + 3 or mp - 9
   local y = yoe + era * 400
   if m <= 2 then y = y + 1 end
-  return string.format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d,
+  return format('%04d-%02d-%02dT%02d:%02d:%02d', y, m, d,
     floor(rem / 3600), floor(rem % 3600 / 60), rem % 60)
 end
 
@@ -99,16 +111,16 @@ local function clock(t)
   if sec ~= spelled_sec then
     spelled_sec, spelled = sec, iso_second(sec)
   end
-  local ms3 = string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)  -- usec has no leading zeros
+  local ms3 = sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)  -- usec has no leading zeros
   return sec * 1000 + floor(usec / 1000), t[1] .. ms3, spelled .. '.' .. ms3 .. 'Z'
 end
 
 -- The legacy queue kinds per script type, from head entry [2].
 local function legacy_kinds(spec)
   local kinds = {}
-  for t, list in string.gmatch(spec, ';([^;=]+)=([^;]*)') do
+  for t, list in gmatch(spec, ';([^;=]+)=([^;]*)') do
     kinds[t] = {}
-    for kind in string.gmatch(list, '[^+]+') do table.insert(kinds[t], kind) end
+    for kind in gmatch(list, '[^+]+') do insert(kinds[t], kind) end
   end
   return kinds
 end
@@ -124,7 +136,7 @@ local function in_compat(args)
 end
 
 local function context(args)
-  local t = redis.call('TIME')
+  local t = rcall('TIME')
   local ms, ts, at = clock(t)
   local compat = in_compat(args)
   local ctx = {
@@ -142,7 +154,7 @@ local function context(args)
     seen = {},  -- job id -> its EVENT_FIELDS, read once per call (see `about`)
     -- made when first needed (see `tab`; every table a call makes is garbage
     -- for Lua to collect, which costs more than most of the commands):
-    -- fresh: job id -> the fields submit has just written (see `take`);
+    -- fresh: job id -> its CLAIM_FIELDS as submit has just written them (see `take`);
     -- unwritten: job id -> its HSET arguments while submit has it in hand;
     -- replied: job ids whose reply this call has pushed (see `retain`);
     -- no_idle: script types whose idle hash this call found empty;
@@ -151,10 +163,12 @@ local function context(args)
     -- routed: queues this call has recorded in QUEUES already;
     -- woken: queues whose idle actors this call has woken already;
     -- pushes, pushed: work queue -> the ids this call queued there, in order;
-    -- moves, moved: job id -> {status before the call, status now}, in order;
+    -- from, to, moved: job id -> its status before the call, its status now;
+    --   the ids, in order (see `move`);
     -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order;
-    -- counted, counts: TRANSITIONS field -> transitions emitted, in order;
-    -- refused: job ids whose queue refused their push (see close_pushes).
+    -- counts: status -> script type -> transitions emitted (see `emit`);
+    -- refused: job ids whose queue refused their push (see close_pushes);
+    -- trim: the events streams to trim at `flush` (1: the events, 2: also the ended).
   }
   ctx.time = t  -- (for `run_token`)
   current = ctx
@@ -169,7 +183,10 @@ end
 -- to the one after: a job created, dispatched and started in one submit is
 -- one ZADD to `started`, not three ZADDs and two ZREMs (docs/performance.md).
 -- A flush also writes the hashes submit still holds (see set_status).
--- ctx[name], a table made on first use.
+-- The per-call tables below are made on first use: every table a call makes
+-- is garbage for Lua to collect, and most calls need few of them.
+-- ctx[name], a table made on first use (for the colder paths; the hot ones
+-- test `ctx[name]` inline, which saves a Lua call each time).
 local function tab(ctx, name)
   local t = ctx[name]
   if not t then
@@ -191,50 +208,56 @@ local function bucket(map, order, key)
 end
 
 local function zpend(ctx, key, score, member)
-  local list = bucket(tab(ctx, 'zadds'), tab(ctx, 'zkeys'), key)
+  if not ctx.zadds then ctx.zadds, ctx.zkeys = {}, {} end
+  local list = bucket(ctx.zadds, ctx.zkeys, key)
   list[#list + 1] = score
   list[#list + 1] = member
 end
 
+-- A job's status index move, from its status before the call (`from`, false
+-- for none) to its status now (`to`), written at `flush`.
 local function move(ctx, id, old, new)
-  local moves = tab(ctx, 'moves')
-  local m = moves[id]
-  if m then
-    m[2] = new
-  else
-    moves[id] = {old or false, new}
-    local moved = tab(ctx, 'moved')
-    moved[#moved + 1] = id
+  local to = ctx.to
+  if not to then
+    to = {}
+    ctx.to, ctx.from, ctx.moved = to, {}, {}
   end
+  if not to[id] then
+    ctx.from[id] = old or false
+    ctx.moved[#ctx.moved + 1] = id
+  end
+  to[id] = new
 end
 
 -- `cmd key` with the `list` of arguments, at most `step` of them per command
 -- (Lua's unpack has a limit).
 local function batched(cmd, key, list, step)
   for i = 1, #list, step do
-    redis.call(cmd, key, unpack(list, i, math.min(i + step - 1, #list)))
+    rcall(cmd, key, unpack(list, i, min(i + step - 1, #list)))
   end
 end
 
 -- The status moves pending, one ZREM and one ZADD per index.
 local function flush_moves(ctx, moved)
-  local moves = ctx.moves
-  ctx.moves, ctx.moved = nil, nil
+  local from, to = ctx.from, ctx.to
+  ctx.from, ctx.to, ctx.moved = nil, nil, nil
   if #moved == 1 then  -- the usual call of an idle actor or a lone submit
-    local m = moves[moved[1]]
-    if m[1] and m[1] ~= m[2] then redis.call('ZREM', IDX_STATUS .. m[1], moved[1]) end
-    redis.call('ZADD', IDX_STATUS .. m[2], ctx.ts, moved[1])
+    local id = moved[1]
+    local old, new = from[id], to[id]
+    if old and old ~= new then rcall('ZREM', IDX_STATUS .. old, id) end
+    rcall('ZADD', IDX_STATUS .. new, ctx.ts, id)
     return
   end
   local rem, rem_order, add, add_order = {}, {}, {}, {}
+  local ts = ctx.ts
   for _, id in ipairs(moved) do
-    local m = moves[id]
-    if m[1] and m[1] ~= m[2] then
-      local list = bucket(rem, rem_order, m[1])
+    local old, new = from[id], to[id]
+    if old and old ~= new then
+      local list = bucket(rem, rem_order, old)
       list[#list + 1] = id
     end
-    local list = bucket(add, add_order, m[2])
-    list[#list + 1] = ctx.ts
+    local list = bucket(add, add_order, new)
+    list[#list + 1] = ts
     list[#list + 1] = id
   end
   for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
@@ -255,7 +278,7 @@ local function close_pushes(ctx)
   for _, q in ipairs(pushed) do
     local ids = pushes[q]
     for i = 1, #ids, 1000 do
-      local r = redis.pcall('LPUSH', q, unpack(ids, i, math.min(i + 999, #ids)))
+      local r = rpcall('LPUSH', q, unpack(ids, i, min(i + 999, #ids)))
       if type(r) == 'table' and r.err then
         for j = i, #ids do refuse_push(ctx, ids[j], 'dispatched', q, r.err) end
         break
@@ -268,7 +291,7 @@ local function flush(ctx)
   if ctx.open then close_offers(ctx) end
   if ctx.pushed then close_pushes(ctx) end
   if ctx.unwritten then
-    for id, w in pairs(ctx.unwritten) do redis.call('HSET', JOB .. id, unpack(w)) end
+    for id, w in pairs(ctx.unwritten) do rcall('HSET', JOB .. id, unpack(w)) end
     ctx.unwritten = nil
   end
   if ctx.moved then flush_moves(ctx, ctx.moved) end
@@ -276,11 +299,18 @@ local function flush(ctx)
     for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
     ctx.zadds, ctx.zkeys = nil, nil
   end
-  if ctx.counted then
-    for _, field in ipairs(ctx.counted) do
-      redis.call('HINCRBY', TRANSITIONS, field, ctx.counts[field])
+  if ctx.trim then  -- the events of the call, trimmed once (see `emit`)
+    rcall('XTRIM', EVENTS, 'MAXLEN', '~', ctx.maxlen)
+    if ctx.trim == 2 then rcall('XTRIM', ENDED, 'MAXLEN', '~', ENDED_MAXLEN) end
+    ctx.trim = nil
+  end
+  if ctx.counts then
+    for status, per in pairs(ctx.counts) do
+      for script_type, n in pairs(per) do
+        rcall('HINCRBY', TRANSITIONS, status .. ':' .. script_type, n)
+      end
     end
-    ctx.counts, ctx.counted = nil, nil
+    ctx.counts = nil
   end
 end
 
@@ -289,6 +319,11 @@ end
 -- writes stay too: Redis does not roll a Function back).
 local function wrap(f)
   return function(keys, args)
+    if not rcall then
+      rcall, rpcall, tonumber, tostring, type, ipairs, pairs, next, unpack, pcall, error,
+        format, sub, find, gmatch, floor, min, max, insert, remove, concat, encode, decode =
+        globals()
+    end
     current = nil
     local ok, r = pcall(f, keys, args)
     if current then
@@ -310,7 +345,7 @@ local EVENT_INDEX = {actor = 4, attempt = 6}
 local function about(ctx, id)
   local f = ctx.seen[id]
   if not f then
-    f = redis.call('HMGET', JOB .. id, unpack(EVENT_FIELDS))
+    f = rcall('HMGET', JOB .. id, unpack(EVENT_FIELDS))
     ctx.seen[id] = f
   end
   return f
@@ -339,41 +374,49 @@ local OUTPUT_IN_EVENT = 4096
 -- A job hash's field as an event carries it: anyone may write a hash, and
 -- 20 MB names copied into every event grew the stream by hundreds of MB.
 -- Ours are identifiers (at most 128 bytes; an actor's name two of them).
+-- The streams are trimmed once per call (`flush`, the same approximate
+-- MAXLEN an XADD would apply) rather than by each XADD: nobody sees inside a
+-- call, and each XADD's trim check and its four arguments were paid per event.
 local EVENT_FIELD_BYTES = 512
 local function short(value)
   if not value then return '' end
-  return #value > EVENT_FIELD_BYTES and string.sub(value, 1, EVENT_FIELD_BYTES) or value
+  return #value > EVENT_FIELD_BYTES and sub(value, 1, EVENT_FIELD_BYTES) or value
 end
 
 local function emit(ctx, id, status, err, event, output)
   local f = about(ctx, id)
-  local field = status .. ':' .. (f[1] or '')
-  local counts = tab(ctx, 'counts')
-  local n = counts[field]
-  if n then
-    counts[field] = n + 1
-  else
-    counts[field] = 1
-    local counted = tab(ctx, 'counted')
-    counted[#counted + 1] = field
+  local st, group, inst, actor, caller, attempt =
+    f[1] or '', f[2] or '', f[3] or '', f[4] or '', f[5] or '', f[6] or '0'
+  local counts = ctx.counts
+  if not counts then
+    counts = {}
+    ctx.counts = counts
   end
-  local result = ctx.tag or NONE
-  if TERMINAL[status] then
-    local out = output or redis.call('HGET', JOB .. id, 'output') or ''
-    if #out <= OUTPUT_IN_EVENT then
-      result = {unpack(result)}
-      result[#result + 1], result[#result + 2] = 'output', out
-    end
+  local per = counts[status]
+  if not per then
+    per = {}
+    counts[status] = per
   end
-  local entry = redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*',
-    'job_id', id, 'event', event or status, 'status', status,
-    'script_type', short(f[1]), 'group', short(f[2]), 'instance', short(f[3]),
-    'actor', short(f[4]), 'caller_id', short(f[5]), 'attempt', short(f[6] or '0'),
-    'ts', ctx.ts, 'error', err or '', unpack(result))
-  if TERMINAL[status] then  -- for waiters (supervisor/events.py), same id; the
+  per[st] = (per[st] or 0) + 1
+  local B = EVENT_FIELD_BYTES
+  if #st > B or #group > B or #inst > B or #actor > B or #caller > B or #attempt > B then
+    st, group, inst, actor, caller, attempt =
+      short(st), short(group), short(inst), short(actor), short(caller), short(attempt)
+  end
+  local more = ctx.tag or NONE  -- (a started event's sandbox tag, see `take`)
+  local terminal = TERMINAL[status]
+  if terminal then
+    local out = output or rcall('HGET', JOB .. id, 'output') or ''
+    more = #out <= OUTPUT_IN_EVENT and {'output', out} or NONE
+  end
+  ctx.trim = ctx.trim or 1  -- 2: the ended copies too
+  local entry = rcall('XADD', EVENTS, '*', 'job_id', id, 'event', event or status, 'status', status, 'script_type', st,
+    'group', group, 'instance', inst, 'actor', actor, 'caller_id', caller, 'attempt', attempt,
+    'ts', ctx.ts, 'error', err or '', unpack(more))
+  if terminal then  -- for waiters (supervisor/events.py), same id; the
     -- caller lets a waiter admitted for another (an id deleted and taken) be told apart
-    redis.call('XADD', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, entry,
-      'job_id', id, 'status', status, 'caller_id', short(f[5]), 'error', err or '', unpack(result))
+    ctx.trim = 2
+    rcall('XADD', ENDED, entry, 'job_id', id, 'status', status, 'caller_id', caller, 'error', err or '', unpack(more))
   end
   return entry
 end
@@ -383,8 +426,8 @@ end
 -- job: most calls end none.
 local function retention(ctx)
   if not ctx.ttl_s then
-    ctx.ttl_s = string.format('%d', ctx.ttl)
-    ctx.expiry = string.format('%d', ctx.ms + ctx.ttl * 1000)
+    ctx.ttl_s = format('%d', ctx.ttl)
+    ctx.expiry = format('%d', ctx.ms + ctx.ttl * 1000)
   end
   return ctx.ttl_s
 end
@@ -395,12 +438,12 @@ end
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk, ttl_s = JOB .. id, retention(ctx)
-  redis.call('EXPIRE', jk, ttl_s)
-  if not (ctx.replied and ctx.replied[id]) then redis.call('EXPIRE', REPLY .. id, ttl_s) end
-  redis.call('EXPIRE', LOGS .. id, ttl_s)
+  rcall('EXPIRE', jk, ttl_s)
+  if not (ctx.replied and ctx.replied[id]) then rcall('EXPIRE', REPLY .. id, ttl_s) end
+  rcall('EXPIRE', LOGS .. id, ttl_s)
   local f = about(ctx, id)
   zpend(ctx, EXPIRING, ctx.expiry,
-    cjson.encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
+    encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
 end
 
 -- The reply queue is the producer's to read (Hero protocol): one it made a
@@ -408,8 +451,8 @@ end
 -- and every later call meeting it, would fail on WRONGTYPE).
 local function push_reply(ctx, id, status, output, err)
   local rk = REPLY .. id
-  redis.pcall('LPUSH', rk, cjson.encode({job_id = id, status = status, output = output, error = err}))
-  if ctx.ttl > 0 then redis.call('EXPIRE', rk, retention(ctx)) end
+  rpcall('LPUSH', rk, encode({job_id = id, status = status, output = output, error = err}))
+  if ctx.ttl > 0 then rcall('EXPIRE', rk, retention(ctx)) end
   tab(ctx, 'replied')[id] = true
 end
 
@@ -419,30 +462,40 @@ end
 -- submit is done with it (`unwritten`), unless it ends right away (then
 -- the hash is written first, as the end sets its TTL).
 local function set_status(ctx, id, old, new, extra, err, event, hashed)
-  local jk = JOB .. id
   local w = ctx.unwritten and ctx.unwritten[id]
   if w and TERMINAL[new] then
-    redis.call('HSET', jk, unpack(w))
+    rcall('HSET', JOB .. id, unpack(w))
     ctx.unwritten[id], w = nil, nil
   end
   if w then
-    w[#w + 1], w[#w + 2], w[#w + 3], w[#w + 4] = 'status', new, 'updated_at', ctx.iso
-    for _, v in ipairs(extra or NONE) do w[#w + 1] = v end
+    w[2] = new  -- (submit put `status` first, `updated_at` second)
+    if extra then
+      for k = 1, #extra do w[#w + 1] = extra[k] end
+    end
   elseif not hashed then
-    redis.call('HSET', jk, 'status', new, 'updated_at', ctx.iso, unpack(extra or NONE))
+    if extra then
+      rcall('HSET', JOB .. id, 'status', new, 'updated_at', ctx.iso, unpack(extra))
+    else
+      rcall('HSET', JOB .. id, 'status', new, 'updated_at', ctx.iso)
+    end
   end
   local output
-  if extra then
-    note(ctx, id, extra)
-    for i = 1, #extra, 2 do
-      if extra[i] == 'output' then output = extra[i + 1] end
+  if extra then  -- the output for the event, and the cached EVENT_FIELDS kept true
+    local f = ctx.seen[id]
+    for k = 1, #extra, 2 do
+      local name = extra[k]
+      if name == 'output' then
+        output = extra[k + 1]
+      elseif f and EVENT_INDEX[name] then
+        f[EVENT_INDEX[name]] = extra[k + 1]
+      end
     end
   end
   move(ctx, id, old, new)
   if TERMINAL[new] then
     retain(ctx, id, new)
   elseif TERMINAL[old or ''] then
-    redis.call('PERSIST', jk)  -- back in play (a replayed dead letter)
+    rcall('PERSIST', JOB .. id)  -- back in play (a replayed dead letter)
   end
   return emit(ctx, id, new, err, event, output)
 end
@@ -460,7 +513,7 @@ local function of_family(key, ...)
   if type(key) ~= 'string' then return false end
   for i = 1, select('#', ...) do
     local prefix = select(i, ...)
-    if #key > #prefix and string.sub(key, 1, #prefix) == prefix then return true end
+    if #key > #prefix and sub(key, 1, #prefix) == prefix then return true end
   end
   return false
 end
@@ -474,7 +527,7 @@ local LEGACY_KINDS = 2
 local function legacy_copies(recorded)
   if not recorded or recorded == '' then return NONE end
   local out, seen = {}, {}
-  for q in string.gmatch(string.sub(recorded, 1, 4096), '[^\n]+') do
+  for q in gmatch(sub(recorded, 1, 4096), '[^\n]+') do
     if of_family(q, LEGACY_WORK, LEGACY_ACTOR) and not seen[q] then
       seen[q] = true
       out[#out + 1] = q
@@ -486,18 +539,20 @@ end
 
 -- The job's CLAIM_FIELDS: what submit wrote in this call, else read.
 local function claim_record(ctx, id)
-  local g = ctx.fresh and ctx.fresh[id]
-  if not g then return redis.call('HMGET', JOB .. id, unpack(CLAIM_FIELDS)) end
+  local rec = ctx.fresh and ctx.fresh[id]
+  if not rec then return rcall('HMGET', JOB .. id, unpack(CLAIM_FIELDS)) end
   ctx.fresh[id] = nil
-  local rec = {}
-  for i, name in ipairs(CLAIM_FIELDS) do rec[i] = g[name] or false end
   return rec
 end
+
+-- A claimed job's row, as `take` makes it: its id, CLAIM_FIELDS but `legacy`,
+-- its stream entry and its run token (model/library.py Claimed.from_row).
+local CLAIMED_WIDTH = 13
 
 -- The token of the runs a call's `take`s start: the call's time in µs, so two
 -- runs of one job id (deleted and created again) never share it.
 local function run_token(ctx)
-  return ctx.time[1] .. string.format('%06d', tonumber(ctx.time[2]))
+  return ctx.time[1] .. format('%06d', tonumber(ctx.time[2]))
 end
 
 -- Mark a claimed job started by this actor; the row the actor runs it from.
@@ -509,9 +564,9 @@ end
 -- actor as the same attempt, and only the token tells the two runs apart.
 local function take(ctx, id, old, who, event, entry, rec)
   rec = rec or claim_record(ctx, id)
-  for _, q in ipairs(legacy_copies(table.remove(rec))) do redis.pcall('LREM', q, 0, id) end
+  for _, q in ipairs(legacy_copies(remove(rec))) do rpcall('LREM', q, 0, id) end
   -- the attempt counted up in the same HSET as the status
-  rec[7] = string.format('%d', (tonumber(rec[7]) or 0) + 1)
+  rec[7] = format('%d', (tonumber(rec[7]) or 0) + 1)
   ctx.seen[id] = {rec[2], rec[9], rec[10], who.actor, rec[5], rec[7]}  -- as EVENT_FIELDS
   -- an actor running python jobs unconfined (HERO_SANDBOX=off) says so
   local off = who.sandbox == 'off' and {'sandbox', 'off'} or NONE
@@ -521,7 +576,7 @@ local function take(ctx, id, old, who, event, entry, rec)
     {'actor', who.actor, 'ctl', who.ctl, 'lease', who.lease, 'started_at', ctx.iso,
      'finished_at', '', 'attempt', rec[7], 'run', ctx.run, unpack(off)}, nil, event)
   ctx.tag = nil
-  table.insert(rec, 1, id)
+  insert(rec, 1, id)
   rec[#rec + 1] = entry or ''
   rec[#rec + 1] = ctx.run
   return rec
@@ -554,7 +609,7 @@ local function pick_offers(ctx, script_type)
   if ctx.no_idle and ctx.no_idle[script_type] then return nil end  -- nothing offers inside a call
   local idle = IDLE .. script_type
   while true do
-    local pick = redis.call('HRANDFIELD', idle, math.min(ctx.spread or 1, OFFERS_PER_PICK),
+    local pick = rcall('HRANDFIELD', idle, min(ctx.spread or 1, OFFERS_PER_PICK),
       'WITHVALUES')
     if #pick == 0 then
       tab(ctx, 'no_idle')[script_type] = true
@@ -562,11 +617,11 @@ local function pick_offers(ctx, script_type)
     end
     local offers = {}
     for i = 1, #pick, 2 do
-      local o = cjson.decode(pick[i + 1])
-      if redis.call('EXISTS', o[4]) == 1 then
+      local o = decode(pick[i + 1])
+      if rcall('EXISTS', o[4]) == 1 then
         offers[#offers + 1] = {actor = pick[i], offer = o, ids = {}, rows = {}}
       else
-        redis.call('HDEL', idle, pick[i])
+        rcall('HDEL', idle, pick[i])
       end
     end
     if #offers > 0 then
@@ -596,13 +651,13 @@ local function close_offer(ctx, script_type)
     local o = h.offer
     if #h.ids > 0 then
       if o[1] > 0 then
-        redis.call('HSET', idle, h.actor, cjson.encode(o))
+        rcall('HSET', idle, h.actor, encode(o))
       else
-        redis.call('HDEL', idle, h.actor)
+        rcall('HDEL', idle, h.actor)
       end
-      redis.call('LPUSH', o[2], unpack(h.ids))
+      rcall('LPUSH', o[2], unpack(h.ids))
     end
-    if #h.rows > 0 then redis.call('PUBLISH', o[5], cjson.encode(h.rows)) end
+    if #h.rows > 0 then rcall('PUBLISH', o[5], encode(h.rows)) end
   end
 end
 
@@ -653,7 +708,7 @@ local DISPATCH_FIELDS = {'script', 'script_type', 'timeout', 'env_vars', 'caller
 -- EVENT_FIELDS are cached (`about`) on the way, so the whole dispatch
 -- (hand-off included) reads the job once.
 local function dispatch_record(ctx, id)
-  local r = redis.call('HMGET', JOB .. id, unpack(DISPATCH_FIELDS))
+  local r = rcall('HMGET', JOB .. id, unpack(DISPATCH_FIELDS))
   local route = {r[12], r[13], r[2], r[14], r[9]}
   local st, prereqs = r[16], r[17]
   if st then ctx.seen[id] = {r[2], r[9], r[10], r[15], r[5], r[7]} end
@@ -670,17 +725,17 @@ local function dispatch(ctx, id, old, route, rec)
   local routed = tab(ctx, 'routed')
   if not routed[f[1]] then  -- for queue.stats, even when no job waits in it
     routed[f[1]] = true
-    redis.call('SADD', QUEUES, f[1])
+    rcall('SADD', QUEUES, f[1])
   end
   local direct = f[4] ~= 'stream' and not ctx.compat and (f[5] or '') == ''
   if direct and hand_off(ctx, id, old, f[3], rec) then return f[1] end
   if f[4] == 'stream' then
-    if redis.call('EXISTS', f[1]) == 0 then
-      redis.call('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
+    if rcall('EXISTS', f[1]) == 0 then
+      rcall('XGROUP', 'CREATE', f[1], GROUP, '0', 'MKSTREAM')
     end
-    local entry = redis.pcall('XADD', f[1], '*', 'job_id', id)
+    local entry = rpcall('XADD', f[1], '*', 'job_id', id)
     if type(entry) == 'table' then return refuse_push(ctx, id, old, f[1], entry.err) end
-    redis.call('HSET', JOB .. id, 'entry', entry)
+    rcall('HSET', JOB .. id, 'entry', entry)
   else  -- written with the call's other ids for this queue (close_pushes)
     local ids = bucket(tab(ctx, 'pushes'), tab(ctx, 'pushed'), f[1])
     ids[#ids + 1] = id
@@ -688,7 +743,7 @@ local function dispatch(ctx, id, old, route, rec)
   local woken = tab(ctx, 'woken')
   if not woken[f[1]] then
     woken[f[1]] = true
-    redis.call('PUBLISH', WAKE .. f[3], f[1])
+    rcall('PUBLISH', WAKE .. f[3], f[1])
   end
   if ctx.compat then
     local copies = {}
@@ -696,14 +751,14 @@ local function dispatch(ctx, id, old, route, rec)
       local copy = kind == 'actor_queue' and LEGACY_ACTOR .. f[3]
         or LEGACY_WORK .. ((f[2] and f[2] ~= '') and f[2] or f[3])
       -- a legacy queue made another type is passed over, as a claim passes it
-      local r = redis.pcall('LPUSH', copy, id)
+      local r = rpcall('LPUSH', copy, id)
       if type(r) == 'table' then
         redis.log(redis.LOG_WARNING, 'hero-gateway: legacy queue ' .. copy .. ' passed over: ' .. r.err)
       else
         copies[#copies + 1] = copy
       end
     end
-    redis.call('HSET', JOB .. id, 'legacy', table.concat(copies, '\n'))
+    rcall('HSET', JOB .. id, 'legacy', concat(copies, '\n'))
   end
   set_status(ctx, id, old, 'dispatched')
   return f[1]
@@ -714,7 +769,7 @@ end
 local function decode_list(raw)
   if not raw or raw == '' or raw == '[]' then return NONE end
   if #raw > MAX_LIST_BYTES then error('a list of more than ' .. MAX_LIST_BYTES .. ' bytes') end
-  return cjson.decode(raw)
+  return decode(raw)
 end
 
 -- A JSON list of ids as anyone may have written it: its strings, none when
@@ -749,15 +804,15 @@ local function on_terminal(ctx, id, status, dependents)
   local work = { {id, status, dependents} }
   local visited, budget = {}, WALK_BYTES
   while #work > 0 do
-    local item = table.remove(work)
-    for _, dep in ipairs(id_list(item[3] or redis.call('HGET', JOB .. item[1], 'dependents'))) do
+    local item = remove(work)
+    for _, dep in ipairs(id_list(item[3] or rcall('HGET', JOB .. item[1], 'dependents'))) do
       local jk = JOB .. dep
-      local waiting = not visited[dep] and redis.pcall('HGET', jk, 'status') == 'waiting'
+      local waiting = not visited[dep] and rpcall('HGET', jk, 'status') == 'waiting'
       visited[dep] = true
-      local size = waiting and redis.call('HSTRLEN', jk, 'prerequisites') or 0
+      local size = waiting and rcall('HSTRLEN', jk, 'prerequisites') or 0
       if waiting and size <= MAX_PREREQS_BYTES and size <= budget then
         budget = budget - size
-        local prereqs = id_list(redis.call('HGET', jk, 'prerequisites'))
+        local prereqs = id_list(rcall('HGET', jk, 'prerequisites'))
         local named = false
         for _, p in ipairs(prereqs) do
           if p == item[1] then named = true end
@@ -765,11 +820,11 @@ local function on_terminal(ctx, id, status, dependents)
         if named and FAILED[item[2]] then
           local msg = 'prerequisite ' .. item[1] .. ' ended ' .. item[2]
           set_status(ctx, dep, 'waiting', 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
-          table.insert(work, {dep, 'error'})
+          insert(work, {dep, 'error'})
         elseif named then
           local ready = true
           for _, p in ipairs(prereqs) do
-            if redis.pcall('HGET', JOB .. p, 'status') ~= 'finished' then
+            if rpcall('HGET', JOB .. p, 'status') ~= 'finished' then
               ready = false
               break
             end
@@ -791,19 +846,19 @@ end
 -- False when the hash's status is recorded already, or the job had ended.
 local function record_outside(ctx, id, st)
   flush(ctx)  -- it reads the status indexes
-  if redis.call('ZSCORE', IDX_STATUS .. st, id) then return false end
+  if rcall('ZSCORE', IDX_STATUS .. st, id) then return false end
   for ended in pairs(TERMINAL) do
-    if redis.call('ZSCORE', IDX_STATUS .. ended, id) then return false end
+    if rcall('ZSCORE', IDX_STATUS .. ended, id) then return false end
   end
   for _, old in ipairs({'dispatched', 'started', 'created', 'waiting', 'retrying'}) do
-    if redis.call('ZREM', IDX_STATUS .. old, id) == 1 then break end
+    if rcall('ZREM', IDX_STATUS .. old, id) == 1 then break end
   end
-  redis.call('ZADD', IDX_STATUS .. st, ctx.ms, id)
-  local f = redis.call('HMGET', JOB .. id, 'error', 'finished_at', 'queue', 'mode', 'legacy')
+  rcall('ZADD', IDX_STATUS .. st, ctx.ms, id)
+  local f = rcall('HMGET', JOB .. id, 'error', 'finished_at', 'queue', 'mode', 'legacy')
   if TERMINAL[st] then
-    if (f[2] or '') == '' then redis.call('HSET', JOB .. id, 'finished_at', ctx.iso) end
-    if f[4] ~= 'stream' and of_family(f[3], WORK) then redis.call('LREM', f[3], 0, id) end
-    for _, q in ipairs(legacy_copies(f[5])) do redis.pcall('LREM', q, 0, id) end
+    if (f[2] or '') == '' then rcall('HSET', JOB .. id, 'finished_at', ctx.iso) end
+    if f[4] ~= 'stream' and of_family(f[3], WORK) then rcall('LREM', f[3], 0, id) end
+    for _, q in ipairs(legacy_copies(f[5])) do rpcall('LREM', q, 0, id) end
     retain(ctx, id, st)
   end
   emit(ctx, id, st, f[1])
@@ -824,17 +879,17 @@ end
 -- The job ends for good as `final`: a dead letter (with `reason`) when
 -- final is 'dlq'; its reply is pushed and its dependents are told.
 local function give_up(ctx, id, old, final, err, fields, reason)
-  local f = redis.call('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
+  local f = rcall('HMGET', JOB .. id, 'attempt', 'script_type', 'mode')
   local attempt = attempts_of(f[1])
-  for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do table.insert(fields, v) end
+  for _, v in ipairs({'error', err, 'finished_at', ctx.iso}) do insert(fields, v) end
   push_reply(ctx, id, final, '', err)
   local event_id = set_status(ctx, id, old, final, fields, err)
   if final == 'dlq' and f[3] == 'stream' then
-    redis.call('XADD', DLQ_STREAM .. f[2], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
+    rcall('XADD', DLQ_STREAM .. f[2], 'MAXLEN', '~', ctx.dlq_maxlen, '*', 'job_id', id,
       'reason', reason, 'last_error', err, 'dlq_ts', tostring(ctx.ms), 'attempt', tostring(attempt))
   elseif final == 'dlq' then
     -- the entry is named by its dlq event, so it can be found in the stream
-    redis.call('LPUSH', DLQ .. f[2], cjson.encode({
+    rcall('LPUSH', DLQ .. f[2], encode({
       id = event_id, job_id = id, reason = reason, error = err, attempt = attempt, ts = ctx.ms}))
   end
   on_terminal(ctx, id, final)
@@ -843,10 +898,10 @@ end
 
 -- Back to its queue after the backoff of attempt number `attempt`.
 local function retry_later(ctx, id, old, err, fields, attempt)
-  local delay = math.min(ctx.retry_base * 2 ^ attempt + ctx.jitter, ctx.retry_max)
-  table.insert(fields, 'error'); table.insert(fields, err)
+  local delay = min(ctx.retry_base * 2 ^ attempt + ctx.jitter, ctx.retry_max)
+  insert(fields, 'error'); insert(fields, err)
   set_status(ctx, id, old, 'retrying', fields, err)
-  redis.call('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
+  rcall('ZADD', DELAYED, ctx.ms + floor(delay * 1000), id)
   return 'retrying'
 end
 
@@ -855,12 +910,12 @@ end
 -- retries were asked for, else the plain failure.
 local function fail_attempt(ctx, id, old, status, err, extra)
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, 'attempt', 'retries')
+  local f = rcall('HMGET', jk, 'attempt', 'retries')
   -- an actor we did not write never counts attempts: a failure is at least one
   local attempt = attempts_of(f[1])
   local retries = tonumber(f[2] or '0') or 0
   local fields = extra or {}
-  table.insert(fields, 'attempt'); table.insert(fields, tostring(attempt))
+  insert(fields, 'attempt'); insert(fields, tostring(attempt))
   if attempt <= retries then return retry_later(ctx, id, old, err, fields, attempt) end
   local final = retries > 0 and 'dlq' or status
   return give_up(ctx, id, old, final, err, fields, 'attempts exhausted (last: ' .. status .. ')')
@@ -872,11 +927,11 @@ end
 -- job, dead-lettered instead of handed to the next actor to kill.
 local function actor_died(ctx, id, err, max_deaths)
   local jk = JOB .. id
-  local deaths = redis.call('HINCRBY', jk, 'deaths', 1)
+  local deaths = rcall('HINCRBY', jk, 'deaths', 1)
   if deaths >= max_deaths then
     return give_up(ctx, id, 'started', 'dlq', err, {}, 'poison')
   end
-  local attempt = attempts_of(redis.call('HGET', jk, 'attempt'))
+  local attempt = attempts_of(rcall('HGET', jk, 'attempt'))
   return retry_later(ctx, id, 'started', err, {'attempt', tostring(attempt - 1)}, deaths)
 end
 
@@ -895,7 +950,7 @@ end
 -- A job one of whose commands Redis refused ends in error, if its hash can
 -- still say so.
 local function set_aside(ctx, id, msg)
-  local st = redis.call('HGET', JOB .. id, 'status')
+  local st = rcall('HGET', JOB .. id, 'status')
   if not TERMINAL[st or ''] then fail_now(ctx, id, st or nil, msg) end
 end
 
@@ -911,14 +966,14 @@ local function alone(ctx, held, id, f, ...)
   ctx.tag = nil  -- as `take` leaves it
   local msg = 'the job cannot be run: ' .. error_text(r)
   redis.log(redis.LOG_WARNING, 'hero-gateway: job ' .. id .. ' set aside: ' .. msg)
-  if held then redis.pcall('LREM', held, 0, id) end
+  if held then rpcall('LREM', held, 0, id) end
   pcall(set_aside, ctx, id, msg)
   return nil
 end
 
 local function end_refused(ctx, id, old, reason)
-  for _, q in ipairs(legacy_copies(redis.call('HGET', JOB .. id, 'legacy'))) do
-    redis.pcall('LREM', q, 0, id)
+  for _, q in ipairs(legacy_copies(rcall('HGET', JOB .. id, 'legacy'))) do
+    rpcall('LREM', q, 0, id)
   end
   fail_now(ctx, id, old, reason)
 end
@@ -938,9 +993,9 @@ local function promote_one(ctx, id)
 end
 
 local function promote(ctx, limit)
-  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ctx.ms, 'LIMIT', 0, limit)
+  local due = rcall('ZRANGEBYSCORE', DELAYED, '-inf', ctx.ms, 'LIMIT', 0, limit)
   for _, id in ipairs(due) do
-    redis.call('ZREM', DELAYED, id)
+    rcall('ZREM', DELAYED, id)
     alone(ctx, nil, id, promote_one, id)
   end
   return #due
@@ -972,7 +1027,7 @@ local function start(ctx, id, known, caller)
   local pending = false
   for i, p in ipairs(prereqs) do
     local ps = statuses[i]
-    if ps == nil then ps = redis.pcall('HGET', JOB .. p, 'status') end
+    if ps == nil then ps = rpcall('HGET', JOB .. p, 'status') end
     if type(ps) == 'table' then ps = false end  -- its key is no job hash now: gone
     if ps == false or FAILED[ps] then
       local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
@@ -990,7 +1045,15 @@ local function start(ctx, id, known, caller)
   return {'dispatched', dispatch(ctx, id, st, route, rec)}
 end
 
--- Create one job (and start it when asked). `fields`: flat field, value list.
+-- A submitted job's fields, in the order the binding sends them after its id
+-- and prerequisites (model/library.py SUBMIT_FIELDS): the Hero protocol's
+-- and ours, then group, instance and mode, "" when not set (those three are
+-- written only when set: a missing field reads as empty everywhere, as in an
+-- outside producer's hash, and each field costs every read of the hash).
+local SUBMIT_WIDTH = 15
+
+-- Create one job (and start it when asked): the job whose id is `a[i]`,
+-- laid out as SUBMIT_WIDTH says.
 -- A job submitted with a caller_id sees only that caller's jobs: an id held
 -- by anyone else is 'taken' (existence is all it learns), a prerequisite of
 -- anyone else's is as unknown as a missing one. Without a caller_id (an
@@ -998,62 +1061,80 @@ end
 -- created job happens here too, so no race lets a caller start another's.
 -- A key of another type (an outside writer's) holds its id as taken, and
 -- as a prerequisite it is no job: unknown.
-local function submit(ctx, id, start_now, prereq_json, fields)
+local function submit(ctx, a, i, start_now)
+  local id, prereq_json, owner = a[i], a[i + 1], a[i + 4]
   local jk = JOB .. id
-  local given = {}
-  for i = 1, #fields, 2 do given[fields[i]] = fields[i + 1] end
-  local owner = given.caller_id or ''
-  local existing = redis.pcall('HMGET', jk, 'status', 'queue', 'caller_id')
-  if existing.err then return {'taken'} end
-  if existing[1] then
-    if not callers(existing[3], owner) then return {'taken'} end
-    if start_now and existing[1] == 'created' then return start(ctx, id) end
-    return {'exists', existing[1], existing[2] or ''}
+  if rcall('EXISTS', jk) == 1 then  -- (a fresh id, the usual job, reads nothing)
+    local existing = rpcall('HMGET', jk, 'status', 'queue', 'caller_id')
+    if existing.err then return {'taken'} end
+    if existing[1] then
+      if not callers(existing[3], owner) then return {'taken'} end
+      if start_now and existing[1] == 'created' then return start(ctx, id) end
+      return {'exists', existing[1], existing[2] or ''}
+    end
   end
-  local prereqs = decode_list(prereq_json)
-  -- each prerequisite's dependents with this job added, made before anything
-  -- is written: one that is not a list of ids is no prerequisite (and not
-  -- ours to mend), and a job refused half way would leave a hash behind
-  local linked = {}
-  local statuses = {}  -- each prerequisite's, for a start in this call
-  for i, p in ipairs(prereqs) do
-    if p == id or redis.call('TYPE', JOB .. p).ok ~= 'hash' then return {'bad_prerequisite', p} end
-    local pf = redis.call('HMGET', JOB .. p, 'caller_id', 'dependents', 'status')
-    if not callers(pf[1], owner) then return {'bad_prerequisite', p} end
-    statuses[i] = pf[3]
-    local ok, deps = pcall(decode_list, pf[2])
-    if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end
-    local more = {}
-    for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
-    more[#more + 1] = id
-    local encoded, text = pcall(cjson.encode, more)
-    if not encoded or #text > MAX_LIST_BYTES then return {'bad_prerequisite', p} end
-    linked[i] = text
+  local prereqs, linked, statuses = NONE, NONE, NONE
+  if prereq_json ~= '[]' then
+    prereqs = decode_list(prereq_json)
+    -- each prerequisite's dependents with this job added, made before anything
+    -- is written: one that is not a list of ids is no prerequisite (and not
+    -- ours to mend), and a job refused half way would leave a hash behind
+    linked, statuses = {}, {}  -- statuses: each prerequisite's, for a start in this call
+    for k, p in ipairs(prereqs) do
+      if p == id or rcall('TYPE', JOB .. p).ok ~= 'hash' then return {'bad_prerequisite', p} end
+      local pf = rcall('HMGET', JOB .. p, 'caller_id', 'dependents', 'status')
+      if not callers(pf[1], owner) then return {'bad_prerequisite', p} end
+      statuses[k] = pf[3]
+      local ok, deps = pcall(decode_list, pf[2])
+      if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end
+      local more = {}
+      for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
+      more[#more + 1] = id
+      local encoded, text = pcall(encode, more)
+      if not encoded or #text > MAX_LIST_BYTES then return {'bad_prerequisite', p} end
+      linked[k] = text
+    end
   end
+  local script_type, queue, group, inst, mode = a[i + 3], a[i + 11], a[i + 12], a[i + 13], a[i + 14]
   -- written once, with the status the job has when submit is done with it
-  local w = {'id', id, 'created_at', ctx.iso, 'attempt', '0', 'prerequisites', prereq_json,
-    'dependents', '[]'}
-  for i = 1, #fields do w[#w + 1] = fields[i] end
-  tab(ctx, 'unwritten')[id] = w
-  given.id, given.attempt = given.id or id, given.attempt or '0'
-  local f = {}
-  for i, name in ipairs(EVENT_FIELDS) do f[i] = given[name] or false end
-  ctx.seen[id] = f
-  tab(ctx, 'fresh')[id] = given
-  for i, p in ipairs(prereqs) do redis.call('HSET', JOB .. p, 'dependents', linked[i]) end
+  -- (`status` first: every read of the job looks for it)
+  local w = {'status', 'created', 'updated_at', ctx.iso, 'attempt', '0',
+    'script_type', script_type, 'caller_id', owner, 'script', a[i + 2],
+    'context_id', a[i + 5], 'worker_id', a[i + 6], 'priority', a[i + 7], 'timeout', a[i + 8],
+    'retries', a[i + 9], 'concurrent', 'false', 'env_vars', a[i + 10], 'queue', queue,
+    'prerequisites', prereq_json, 'dependents', '[]', 'id', id, 'created_at', ctx.iso}
+  if group ~= '' then w[#w + 1], w[#w + 2] = 'group', group else group = false end
+  if inst ~= '' then w[#w + 1], w[#w + 2] = 'instance', inst else inst = false end
+  if mode ~= '' then w[#w + 1], w[#w + 2] = 'mode', mode else mode = false end
+  local unwritten = ctx.unwritten
+  if not unwritten then
+    unwritten = {}
+    ctx.unwritten = unwritten
+  end
+  unwritten[id] = w
+  ctx.seen[id] = {script_type, group, inst, false, owner, '0'}  -- as EVENT_FIELDS
+  for k, p in ipairs(prereqs) do rcall('HSET', JOB .. p, 'dependents', linked[k]) end
   zpend(ctx, IDX_ALL, ctx.ts, id)
-  zpend(ctx, IDX_TYPE .. f[1], ctx.ts, id)
-  if f[5] and f[5] ~= '' then zpend(ctx, IDX_CALLER .. f[5], ctx.ts, id) end
+  zpend(ctx, IDX_TYPE .. script_type, ctx.ts, id)
+  if owner ~= '' then zpend(ctx, IDX_CALLER .. owner, ctx.ts, id) end
   set_status(ctx, id, nil, 'created')
   local reply = {'created', ''}
   if start_now then
-    local route = {}
-    for i, name in ipairs(ROUTE_FIELDS) do route[i] = given[name] or false end
-    reply = start(ctx, id, {prereqs = prereqs, route = route, statuses = statuses})
+    local fresh = ctx.fresh
+    if not fresh then
+      fresh = {}
+      ctx.fresh = fresh
+    end
+    -- as CLAIM_FIELDS, for a hand-off in this call (claim_record)
+    fresh[id] = {a[i + 2], script_type, a[i + 8], a[i + 10], owner, a[i + 5], '0', a[i + 9],
+      group, inst, false}
+    reply = start(ctx, id, {prereqs = prereqs, statuses = statuses,
+      route = {queue, a[i + 6], script_type, mode, group}})  -- as ROUTE_FIELDS
   end
-  if ctx.unwritten and ctx.unwritten[id] then
-    redis.call('HSET', jk, unpack(ctx.unwritten[id]))
-    ctx.unwritten[id] = nil
+  w = unwritten[id]
+  if w then
+    rcall('HSET', jk, unpack(w))
+    unwritten[id] = nil
   end
   return reply
 end
@@ -1082,19 +1163,19 @@ end
 -- job, in order. The jobs may be several callers': a job whose submit Redis
 -- refuses answers {'failed', message} and the others go on (as in
 -- hero_start_jobs).
--- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON,
---       fields JSON (a flat [field, value, ...] array)
+-- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON and
+--       its fields (SUBMIT_WIDTH in all)
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
-  if start_now then ctx.spread = (#args - H - 1) / 3 end
+  if start_now then ctx.spread = (#args - H - 1) / SUBMIT_WIDTH end
   local out = {}
-  for i = H + 2, #args, 3 do
-    local ok, r = pcall(submit, ctx, args[i], start_now, args[i + 1], cjson.decode(args[i + 2]))
+  for i = H + 2, #args, SUBMIT_WIDTH do
+    local ok, r = pcall(submit, ctx, args, i, start_now)
     if not ok then r = {'failed', error_text(r)} end
     out[#out + 1] = r
   end
-  return answer_pushed(ctx, out, args, H + 2, 3)
+  return answer_pushed(ctx, out, args, H + 2, SUBMIT_WIDTH)
 end
 
 -- Start many created jobs in one call (the job.starts of a JSON-RPC batch):
@@ -1131,7 +1212,7 @@ end
 -- The parts of a canonical work queue key (as keys.parse_work_queue).
 local function queue_parts(q)
   local parts = {}
-  for p in string.gmatch(string.sub(q, #WORK + 1), '[^:]+') do parts[#parts + 1] = p end
+  for p in gmatch(sub(q, #WORK + 1), '[^:]+') do parts[#parts + 1] = p end
   local r = {script_type = parts[1] or '', group = '', inst = '', prio = '1'}
   for i = 2, #parts - 1, 2 do r[parts[i]] = parts[i + 1] end
   return r
@@ -1140,7 +1221,7 @@ end
 -- A whole number in [low, high] as text, else `default`.
 local function whole(text, default, low, high)
   local n = tonumber(text)
-  if n and n == floor(n) and n >= low and n <= high then return string.format('%d', n) end
+  if n and n == floor(n) and n >= low and n <= high then return format('%d', n) end
   return default
 end
 
@@ -1149,7 +1230,7 @@ end
 local function json_of(text, kind, empty, limit)
   if not text or text == '' then return empty end
   if #text > limit then return nil end  -- decoding 100 MB held Redis for 9 s
-  local ok, v = pcall(cjson.decode, text)
+  local ok, v = pcall(decode, text)
   if not ok or type(v) ~= 'table' then return nil end
   for k, item in pairs(v) do
     if type(item) ~= 'string' or (kind == 'object') ~= (type(k) == 'string') then return nil end
@@ -1163,7 +1244,7 @@ end
 
 -- Whether `value` may go into a key or an event as a name (as IDENT_PATTERN).
 local function ident(value)
-  return type(value) == 'string' and #value <= 128 and string.find(value, '^%w[%w_.%-]*$') ~= nil
+  return type(value) == 'string' and #value <= 128 and find(value, '^%w[%w_.%-]*$') ~= nil
 end
 
 -- The most bytes of env_vars an adopted job may carry.
@@ -1192,25 +1273,25 @@ local OURS_ONLY = {'legacy', 'mode', 'deaths', 'entry', 'ctl', 'lease', 'actor',
 -- Returns why the job cannot run, or nil.
 local function adopt(ctx, id, q)
   local jk = JOB .. id
-  local f = redis.call('HMGET', jk, unpack(ADOPT_FIELDS))
+  local f = rcall('HMGET', jk, unpack(ADOPT_FIELDS))
   local from = queue_parts(q)
   local script_type = some(from.script_type, f[2] or '')
-  redis.call('HDEL', jk, unpack(OURS_ONLY))
+  rcall('HDEL', jk, unpack(OURS_ONLY))
   local env = json_of(f[9], 'object', '{}', MAX_ENV_BYTES)
   local created = f[8]
-  if not (created and string.find(created, '^%d%d%d%d%-%d%d%-%d%dT')) then created = ctx.iso end
-  redis.call('HSET', jk, 'id', id, 'queue', q, 'attempt', '0', 'script_type', script_type,
+  if not (created and find(created, '^%d%d%d%d%-%d%d%-%d%dT')) then created = ctx.iso end
+  rcall('HSET', jk, 'id', id, 'queue', q, 'attempt', '0', 'script_type', script_type,
     'group', ident(f[3]) and f[3] or from.group, 'instance', ident(f[4]) and f[4] or from.inst,
     'priority', whole(f[5], from.prio, 0, 2), 'timeout', whole(f[6], '300', 1, 2 ^ 31),
     'retries', whole(f[7], '0', 0, 1000), 'created_at', created, 'env_vars', env or '{}',
     'prerequisites', json_of(f[10], 'array', '[]', MAX_PREREQS_BYTES) or '[]',
     'dependents', '[]',
     'concurrent', f[11] == 'true' and 'true' or 'false')
-  redis.call('ZADD', IDX_ALL, ctx.ms, id)
-  redis.call('ZADD', IDX_TYPE .. script_type, ctx.ms, id)
+  rcall('ZADD', IDX_ALL, ctx.ms, id)
+  rcall('ZADD', IDX_TYPE .. script_type, ctx.ms, id)
   -- a caller id that is no identifier is no caller's (only admins see the job)
-  if ident(f[12]) then redis.call('ZADD', IDX_CALLER .. f[12], ctx.ms, id) end
-  redis.call('SADD', QUEUES, q)
+  if ident(f[12]) then rcall('ZADD', IDX_CALLER .. f[12], ctx.ms, id) end
+  rcall('SADD', QUEUES, q)
   ctx.seen[id] = nil
   set_status(ctx, id, nil, 'created')
   if not f[1] then return 'the job hash has no script' end
@@ -1235,16 +1316,16 @@ local MAX_ID_BYTES = 1024
 local function claim_one(ctx, held, who, q, id, grace_ms)
   if #id > MAX_ID_BYTES then  -- no job: it would name a hash, a reply, events and listings
     redis.log(redis.LOG_WARNING, 'hero-gateway: an id of ' .. #id .. ' bytes dropped from ' .. q)
-    redis.call('LREM', held, 1, id)
+    rcall('LREM', held, 1, id)
     return nil
   end
-  if redis.call('ZSCORE', IDX_ALL, id) then
-    local rec = redis.call('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
-    local st = table.remove(rec, 1)
+  if rcall('ZSCORE', IDX_ALL, id) then
+    local rec = rcall('HMGET', JOB .. id, 'status', unpack(CLAIM_FIELDS))
+    local st = remove(rec, 1)
     if st == 'dispatched' then return take(ctx, id, 'dispatched', who, nil, nil, rec) end
     if TERMINAL[st or ''] then record_outside(ctx, id, st) end  -- an outside actor ended it
   else
-    local f = redis.call('HMGET', JOB .. id, 'status', 'script')
+    local f = rcall('HMGET', JOB .. id, 'status', 'script')
     if f[2] and outside_waiting(f[1]) then
       local reason = adopt(ctx, id, q)
       if not reason then
@@ -1253,20 +1334,20 @@ local function claim_one(ctx, held, who, q, id, grace_ms)
       end
       reject(ctx, id, reason)
     elseif outside_waiting(f[1]) then
-      redis.call('ZADD', ORPHANS, ctx.ms + grace_ms, cjson.encode({id = id, queue = q}))
+      rcall('ZADD', ORPHANS, ctx.ms + grace_ms, encode({id = id, queue = q}))
       ctx.parked = true
     end  -- else another actor runs it, or ran it
   end
-  redis.call('LREM', held, 1, id)
+  rcall('LREM', held, 1, id)
   return nil
 end
 
 -- Parked ids whose grace is over: queued again when their job is complete
 -- now, else failed with the reason.
 local function settle_one(ctx, o)
-  local f = redis.call('HMGET', JOB .. o.id, 'status')
-  if not redis.call('ZSCORE', IDX_ALL, o.id) and outside_waiting(f[1]) then
-    local missing = redis.call('EXISTS', JOB .. o.id) == 0
+  local f = rcall('HMGET', JOB .. o.id, 'status')
+  if not rcall('ZSCORE', IDX_ALL, o.id) and outside_waiting(f[1]) then
+    local missing = rcall('EXISTS', JOB .. o.id) == 0
     local reason = adopt(ctx, o.id, o.queue)
     if missing then reason = 'no job hash for the id popped from ' .. o.queue end
     if reason then reject(ctx, o.id, reason) else dispatch(ctx, o.id, 'created') end
@@ -1274,10 +1355,10 @@ local function settle_one(ctx, o)
 end
 
 local function settle(ctx, limit)
-  local due = redis.call('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
+  local due = rcall('ZRANGEBYSCORE', ORPHANS, '-inf', ctx.ms, 'LIMIT', 0, limit)
   for _, raw in ipairs(due) do
-    redis.call('ZREM', ORPHANS, raw)
-    local o = cjson.decode(raw)
+    rcall('ZREM', ORPHANS, raw)
+    local o = decode(raw)
     alone(ctx, nil, o.id, settle_one, o)
   end
   return #due
@@ -1286,9 +1367,9 @@ end
 -- Milliseconds until the next parked id is due (0: none parked); `first`:
 -- the first of ORPHANS WITHSCORES when read already.
 local function settle_due(ctx, first)
-  first = first or redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+  first = first or rcall('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
   if #first == 0 then return 0 end
-  return math.max(tonumber(first[2]) - ctx.ms, 1)
+  return max(tonumber(first[2]) - ctx.ms, 1)
 end
 
 -- Pop up to `count` jobs in queue order into the held list and mark them
@@ -1296,19 +1377,25 @@ end
 -- queue) are dropped on the way; outside ones are adopted (claim_one).
 local function claim(ctx, held, who, count, queues, grace_ms, out)
   -- One call instead of a pop per queue when all are empty (an idle actor's cycle).
-  if count <= 0 or #queues == 0 or redis.call('EXISTS', unpack(queues)) == 0 then
+  if count <= 0 or #queues == 0 or rcall('EXISTS', unpack(queues)) == 0 then
     return out
   end
   for _, q in ipairs(queues) do
     while #out < count do
-      -- a queue someone made a key of another type is passed over, not the cycle's end
-      local id = redis.pcall('LMOVE', q, held, 'RIGHT', 'LEFT')
-      if type(id) == 'table' then
-        redis.log(redis.LOG_WARNING, 'hero-gateway: queue ' .. q .. ' passed over: ' .. id.err)
+      -- what is still wanted, in one pop and one push: the same as an LMOVE
+      -- from the queue's tail to the held list's head for each id in turn.
+      -- A queue someone made a key of another type is passed over, not the
+      -- cycle's end.
+      local ids = rpcall('RPOP', q, count - #out)
+      if type(ids) == 'table' and ids.err then
+        redis.log(redis.LOG_WARNING, 'hero-gateway: queue ' .. q .. ' passed over: ' .. ids.err)
         break
       end
-      if not id then break end
-      out[#out + 1] = alone(ctx, held, id, claim_one, held, who, q, id, grace_ms)
+      if not ids then break end
+      batched('LPUSH', held, ids, 1000)
+      for _, id in ipairs(ids) do
+        out[#out + 1] = alone(ctx, held, id, claim_one, held, who, q, id, grace_ms)
+      end
     end
   end
   return out
@@ -1317,19 +1404,19 @@ end
 -- A consumer-group command on a work stream; a stream or group that does not
 -- exist yet is created (from the start, so nothing already added is skipped).
 local function grouped(stream, ...)
-  local r = redis.pcall(...)
+  local r = rpcall(...)
   if type(r) == 'table' and r.err then
-    if string.find(r.err, 'NOGROUP', 1, true) then
-      redis.call('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+    if find(r.err, 'NOGROUP', 1, true) then
+      rcall('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
     end
-    return redis.call(...)
+    return rcall(...)
   end
   return r
 end
 
 local function done_entry(stream, entry)
-  redis.call('XACK', stream, GROUP, entry)
-  redis.call('XDEL', stream, entry)
+  rcall('XACK', stream, GROUP, entry)
+  rcall('XDEL', stream, entry)
 end
 
 local function entry_job(fields)
@@ -1347,7 +1434,7 @@ end
 -- One delivered entry: the row to run its job from, or false when the
 -- entry is stale (acked here) or its job failed for an actor gone silent.
 local function claim_entry(ctx, stream, who, entry, id, again)
-  local f = redis.call('HMGET', JOB .. id, 'status', 'entry', 'attempt', 'retries', 'actor')
+  local f = rcall('HMGET', JOB .. id, 'status', 'entry', 'attempt', 'retries', 'actor')
   if f[2] ~= entry or not (f[1] == 'dispatched' or (again and f[1] == 'started')) then
     done_entry(stream, entry)
   elseif again and (tonumber(f[3]) or 0) > (tonumber(f[4]) or 0) then
@@ -1400,20 +1487,19 @@ end
 -- its id.
 local function release(who, held, r)
   if who.consumer then
-    local mine = redis.call('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
+    local mine = rcall('XPENDING', who.stream, GROUP, r.entry, r.entry, 1, who.consumer)
     if #mine > 0 then done_entry(who.stream, r.entry) end
-  else
-    redis.call('LREM', held, 1, r.id)
+  else  -- from the tail, where the oldest runs are: the same entry, found sooner
+    rcall('LREM', held, -1, r.id)
   end
 end
 
 local function finish(ctx, held, who, r)
   local id = r.id
-  local f = redis.call('HMGET', JOB .. id, 'status', 'dependents', 'run', unpack(EVENT_FIELDS))
-  local status = table.remove(f, 1)
-  local dependents = table.remove(f, 1)
-  local run = table.remove(f, 1)
-  ctx.seen[id] = f
+  local f = rcall('HMGET', JOB .. id, 'script_type', 'group', 'instance', 'actor', 'caller_id',
+    'attempt', 'status', 'dependents', 'run')
+  local status, dependents, run = f[7], f[8], f[9]
+  ctx.seen[id] = f  -- (EVENT_FIELDS come first)
   local ours = status == 'started' and f[4] == who.actor
   local token = r.run and r.run ~= ''
   -- (without a token) a report sent again after its reply was lost, while a
@@ -1427,7 +1513,7 @@ local function finish(ctx, held, who, r)
     -- again): its result is not the running job's, and of the id's held
     -- entries one is the running run's; a second is this run's own
     -- (a stream run's entry is its own)
-    if who.consumer or #redis.call('LPOS', held, id, 'COUNT', 2) > 1 then
+    if who.consumer or #rcall('LPOS', held, id, 'COUNT', 2) > 1 then
       release(who, held, r)
     end
     return 0
@@ -1457,14 +1543,14 @@ end
 -- must stay within its concurrency.
 local function room(held, count, holding)
   if count <= 0 then return 0 end
-  local unseen = redis.call('LLEN', held) - holding
-  return unseen > 0 and math.max(count - unseen, 0) or count
+  local unseen = rcall('LLEN', held) - holding
+  return unseen > 0 and max(count - unseen, 0) or count
 end
 
 -- The actor's free slots in the type's idle hash (see hand_off).
 local function offer(idle, held, who, channel, slots)
-  redis.call('HSET', idle, who.actor,
-    cjson.encode({slots, held, who.ctl, who.lease, channel, who.sandbox}))
+  rcall('HSET', idle, who.actor,
+    encode({slots, held, who.ctl, who.lease, channel, who.sandbox}))
 end
 
 -- One round trip per cycle for a busy actor: report what finished, promote
@@ -1484,8 +1570,8 @@ end
 --       stream entry)*, then each result's attempt ("0": not known; an
 --       actor that sends none is read as before), then each result's run
 --       token (see `take`; "": not known)
--- Returns the claimed rows and the ms until a parked id is due (0: none), so
--- an idle actor knows when to cycle again.
+-- Returns the ms until a parked id is due (0: none), so an idle actor knows
+-- when to cycle again, then the claimed rows (see the end).
 local function hero_cycle(keys, args)
   local ctx = context(args)
   local held, idle, channel = keys[1], keys[2], args[H + 7]
@@ -1500,7 +1586,7 @@ local function hero_cycle(keys, args)
   end
   promote(ctx, 100)
   -- one read of ORPHANS when none is due (the usual cycle): settle only then
-  local first = redis.call('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
+  local first = rcall('ZRANGE', ORPHANS, 0, 0, 'WITHSCORES')
   if #first > 0 and tonumber(first[2]) <= ctx.ms then
     settle(ctx, 100)
     first = nil
@@ -1520,21 +1606,29 @@ local function hero_cycle(keys, args)
     if channel ~= '' and #out < count then
       offer(idle, held, who, channel, count - #out)
     else
-      redis.call('HDEL', idle, who.actor)
+      rcall('HDEL', idle, who.actor)
     end
   end
-  return {out, settle_due(ctx, not ctx.parked and first or nil)}
+  -- the ms until a parked id is due, then the claimed rows flat, CLAIMED_WIDTH
+  -- values each (model/library.py cuts them so): a reply of one table per row
+  -- cost Redis about as much to send as the claim's reads of the hash
+  local reply, n = {settle_due(ctx, not ctx.parked and first or nil)}, 1
+  for _, row in ipairs(out) do
+    for k = 1, CLAIMED_WIDTH do reply[n + k] = row[k] end
+    n = n + CLAIMED_WIDTH
+  end
+  return reply
 end
 
 -- Stream mode, on every heartbeat: reset the idle time of the entries this
 -- consumer holds, so peers reclaim only a silent consumer's deliveries.
 -- KEYS: stream ; ARGV: head, consumer
 local function hero_stream_touch(keys, args)
-  local pending = redis.pcall('XPENDING', keys[1], GROUP, '-', '+', 1000, args[H + 1])
+  local pending = rpcall('XPENDING', keys[1], GROUP, '-', '+', 1000, args[H + 1])
   if type(pending) ~= 'table' or pending.err or #pending == 0 then return 0 end
   local ids = {}
   for _, row in ipairs(pending) do ids[#ids + 1] = row[1] end
-  redis.call('XCLAIM', keys[1], GROUP, args[H + 1], 0, unpack(ids), 'JUSTID')
+  rcall('XCLAIM', keys[1], GROUP, args[H + 1], 0, unpack(ids), 'JUSTID')
   return #ids
 end
 
@@ -1542,14 +1636,14 @@ end
 -- and have not read for `idle` ms (actors killed before a clean exit).
 -- KEYS: stream ; ARGV: head, idle ms
 local function hero_stream_prune(keys, args)
-  local rows = redis.pcall('XINFO', 'CONSUMERS', keys[1], GROUP)
+  local rows = rpcall('XINFO', 'CONSUMERS', keys[1], GROUP)
   if type(rows) ~= 'table' or rows.err then return 0 end
   local idle, n = tonumber(args[H + 1]), 0
   for _, row in ipairs(rows) do
     local c = {}
     for i = 1, #row, 2 do c[row[i]] = row[i + 1] end
     if c.pending == 0 and c.idle > idle then
-      redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, c.name)
+      rcall('XGROUP', 'DELCONSUMER', keys[1], GROUP, c.name)
       n = n + 1
     end
   end
@@ -1559,9 +1653,9 @@ end
 -- Stream mode, on a clean exit: forget this consumer unless it still holds
 -- deliveries (those stay for a peer to reclaim). KEYS: stream ; ARGV: head, consumer
 local function hero_stream_leave(keys, args)
-  local pending = redis.pcall('XPENDING', keys[1], GROUP, '-', '+', 1, args[H + 1])
+  local pending = rpcall('XPENDING', keys[1], GROUP, '-', '+', 1, args[H + 1])
   if type(pending) ~= 'table' or pending.err or #pending > 0 then return 0 end
-  return redis.call('XGROUP', 'DELCONSUMER', keys[1], GROUP, args[H + 1])
+  return rcall('XGROUP', 'DELCONSUMER', keys[1], GROUP, args[H + 1])
 end
 
 -- A running job's output, from its actor, at most a few times a second (see
@@ -1587,24 +1681,24 @@ local function hero_log(_, args)
   local message, cap, tail, attempt = args[H + 5], tonumber(args[H + 6]), args[H + 7], args[H + 8]
   local run = args[H + 9]
   -- one read: the status, the run, and the fields `emit` would read (EVENT_FIELDS)
-  local f = redis.call('HMGET', JOB .. id, 'status', 'run', unpack(EVENT_FIELDS))
-  local status, held = table.remove(f, 1), table.remove(f, 1)
+  local f = rcall('HMGET', JOB .. id, 'status', 'run', unpack(EVENT_FIELDS))
+  local status, held = remove(f, 1), remove(f, 1)
   if not status or f[EVENT_INDEX.actor] ~= actor then return 0 end
   if attempt and attempt ~= '0' and f[EVENT_INDEX.attempt] ~= attempt then return 0 end
   if run and run ~= '' and held ~= run then return 0 end  -- another job's run (see `take`)
   local lk = LOGS .. id
   if tail ~= '' then
-    redis.call('SET', lk, tail)
-    if ctx.ttl > 0 then redis.call('EXPIRE', lk, ctx.ttl) end
-  elseif lines ~= '' and redis.call('APPEND', lk, lines .. '\n') > cap then
-    local kept = redis.call('GETRANGE', lk, -cap, -1)
-    local nl = string.find(kept, '\n', 1, true)
+    rcall('SET', lk, tail)
+    if ctx.ttl > 0 then rcall('EXPIRE', lk, ctx.ttl) end
+  elseif lines ~= '' and rcall('APPEND', lk, lines .. '\n') > cap then
+    local kept = rcall('GETRANGE', lk, -cap, -1)
+    local nl = find(kept, '\n', 1, true)
     if nl and nl < #kept then
-      kept = string.sub(kept, nl + 1)
+      kept = sub(kept, nl + 1)
     else
       kept = string.gsub(kept, '^[\128-\191]+', '')
     end
-    redis.call('SET', lk, kept, 'KEEPTTL')
+    rcall('SET', lk, kept, 'KEEPTTL')
   end
   if status ~= 'started' then return 1 end
   -- the hash's names capped as `emit` caps them (anyone may write a hash)
@@ -1615,7 +1709,7 @@ local function hero_log(_, args)
     common[4] = event
     local fields = {unpack(common)}
     for _, v in ipairs({...}) do fields[#fields + 1] = v end
-    redis.call('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*', unpack(fields))
+    rcall('XADD', EVENTS, 'MAXLEN', '~', ctx.maxlen, '*', unpack(fields))
   end
   if lines ~= '' then add('log', 'lines', lines) end
   if progress ~= '' then add('progress', 'progress', progress, 'message', message) end
@@ -1627,11 +1721,11 @@ end
 -- read, their worker's or their type's).
 local function tell_stop(compat, id, ctl, worker_id, script_type, run)
   if of_family(ctl, CTL) then  -- the run: a later run of the id on that actor goes on
-    redis.call('LPUSH', ctl, cjson.encode({action = 'stop', job_id = id, run = run or ''}))
+    rcall('LPUSH', ctl, encode({action = 'stop', job_id = id, run = run or ''}))
   end
   if compat then  -- a legacy queue made another type is passed over (as in dispatch)
     local target = (worker_id and worker_id ~= '') and worker_id or script_type or ''
-    local r = redis.pcall('LPUSH', LEGACY_STOP .. target, id)
+    local r = rpcall('LPUSH', LEGACY_STOP .. target, id)
     if type(r) == 'table' and r.err then
       redis.log(redis.LOG_WARNING, 'hero-gateway: legacy stop queue passed over: ' .. r.err)
     end
@@ -1645,7 +1739,7 @@ local function hero_stop(_, args)
   local ctx = context(args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
+  local f = rpcall('HMGET', jk, 'status', 'queue', 'ctl', 'worker_id', 'script_type', 'mode',
     'legacy', 'caller_id', 'run')
   local st = f[1]
   -- (a key of another type is no job)
@@ -1654,9 +1748,9 @@ local function hero_stop(_, args)
   if QUEUED[st] then
     -- a stream entry stays: the actor that reads it drops it (deleting an
     -- undelivered entry would make the group's lag unknowable)
-    if f[6] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
-    redis.call('ZREM', DELAYED, id)
-    for _, q in ipairs(legacy_copies(f[7])) do redis.pcall('LREM', q, 0, id) end
+    if f[6] ~= 'stream' and of_family(f[2], WORK) then rcall('LREM', f[2], 0, id) end
+    rcall('ZREM', DELAYED, id)
+    for _, q in ipairs(legacy_copies(f[7])) do rpcall('LREM', q, 0, id) end
   else
     tell_stop(ctx.compat, id, f[3], f[4], f[5], f[9])
   end
@@ -1672,19 +1766,19 @@ end
 local function hero_delete(_, args)
   local id = args[H + 1]
   local jk = JOB .. id
-  local f = redis.pcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy',
+  local f = rpcall('HMGET', jk, 'status', 'queue', 'script_type', 'caller_id', 'mode', 'legacy',
     'ctl', 'worker_id', 'run')
   -- a key of another type is no job: left alone
   if f.err or not f[1] or not callers(f[4], args[H + 2]) then return 0 end
   if f[1] == 'started' then tell_stop(in_compat(args), id, f[7], f[8], f[3], f[9]) end
-  if f[5] ~= 'stream' and of_family(f[2], WORK) then redis.call('LREM', f[2], 0, id) end
-  for _, q in ipairs(legacy_copies(f[6])) do redis.pcall('LREM', q, 0, id) end
-  redis.call('ZREM', IDX_ALL, id)
-  redis.call('ZREM', IDX_STATUS .. f[1], id)
-  if f[3] then redis.call('ZREM', IDX_TYPE .. f[3], id) end  -- (a producer's hash may lack it)
-  if f[4] and f[4] ~= '' then redis.call('ZREM', IDX_CALLER .. f[4], id) end
-  redis.call('ZREM', DELAYED, id)
-  redis.call('DEL', jk, REPLY .. id, LOGS .. id)
+  if f[5] ~= 'stream' and of_family(f[2], WORK) then rcall('LREM', f[2], 0, id) end
+  for _, q in ipairs(legacy_copies(f[6])) do rpcall('LREM', q, 0, id) end
+  rcall('ZREM', IDX_ALL, id)
+  rcall('ZREM', IDX_STATUS .. f[1], id)
+  if f[3] then rcall('ZREM', IDX_TYPE .. f[3], id) end  -- (a producer's hash may lack it)
+  if f[4] and f[4] ~= '' then rcall('ZREM', IDX_CALLER .. f[4], id) end
+  rcall('ZREM', DELAYED, id)
+  rcall('DEL', jk, REPLY .. id, LOGS .. id)
   return 1
 end
 
@@ -1693,9 +1787,9 @@ end
 -- ARGV: head, holder, ttl ms. True while `holder` leads.
 local function hero_lead(_, args)
   local holder, ttl = args[H + 1], args[H + 2]
-  if redis.call('SET', LEADER, holder, 'NX', 'PX', ttl) then return 1 end
-  if redis.call('GET', LEADER) == holder then
-    redis.call('PEXPIRE', LEADER, ttl)
+  if rcall('SET', LEADER, holder, 'NX', 'PX', ttl) then return 1 end
+  if rcall('GET', LEADER) == holder then
+    rcall('PEXPIRE', LEADER, ttl)
     return 1
   end
   return 0
@@ -1712,12 +1806,12 @@ local function hero_watch(_, args)
   local ctx = context(args)
   local ttl = tonumber(args[H + 1])
   local gap = tonumber(args[H + 2]) or ttl / 3
-  local last = tonumber(redis.call('GET', WATCH) or '')
-  redis.call('SET', WATCH, ctx.ms)
+  local last = tonumber(rcall('GET', WATCH) or '')
+  rcall('SET', WATCH, ctx.ms)
   if not last or ctx.ms - last <= gap then return 0 end
-  local rows = redis.call('ZRANGE', ACTORS, 0, -1, 'WITHSCORES')
+  local rows = rcall('ZRANGE', ACTORS, 0, -1, 'WITHSCORES')
   for i = 1, #rows, 2 do
-    if tonumber(rows[i + 1]) < ctx.ms + ttl then redis.call('ZADD', ACTORS, ctx.ms + ttl, rows[i]) end
+    if tonumber(rows[i + 1]) < ctx.ms + ttl then rcall('ZADD', ACTORS, ctx.ms + ttl, rows[i]) end
   end
   return ctx.ms - last
 end
@@ -1727,7 +1821,7 @@ end
 -- deadline moves to the key's expiry. Else it died: each job it held goes
 -- through actor_died. KEYS: held ; ARGV: head, presence key, max deaths, TTL ms
 local function reap_one(ctx, id, lease, max_deaths)
-  local f = redis.call('HMGET', JOB .. id, 'status', 'lease', 'actor')
+  local f = rcall('HMGET', JOB .. id, 'status', 'lease', 'actor')
   if f[1] ~= 'started' or f[2] ~= lease then return 0 end
   actor_died(ctx, id, 'actor ' .. (f[3] or '?') .. ' died', max_deaths)
   return 1
@@ -1736,17 +1830,17 @@ end
 local function hero_reap(keys, args)
   local ctx = context(args)
   local held, lease, max_deaths = keys[1], args[H + 1], tonumber(args[H + 2])
-  local left = redis.call('PTTL', lease)
+  local left = rcall('PTTL', lease)
   if left ~= -2 then
-    redis.call('ZADD', ACTORS, ctx.ms + (left >= 0 and left or tonumber(args[H + 3])), lease)
+    rcall('ZADD', ACTORS, ctx.ms + (left >= 0 and left or tonumber(args[H + 3])), lease)
     return 0
   end
   local n = 0
-  for _, id in ipairs(redis.call('LRANGE', held, 0, -1)) do  -- each `alone`: see there
+  for _, id in ipairs(rcall('LRANGE', held, 0, -1)) do  -- each `alone`: see there
     n = n + (alone(ctx, nil, id, reap_one, id, lease, max_deaths) or 0)
   end
-  redis.call('DEL', held)
-  redis.call('ZREM', ACTORS, lease)
+  rcall('DEL', held)
+  rcall('ZREM', ACTORS, lease)
   return n
 end
 
@@ -1754,11 +1848,11 @@ end
 -- legacy actors, or an actor that vanished) end in timeout.
 -- ARGV: head, grace ms, limit
 local function expire_one(ctx, idx, id, since, grace)
-  local f = redis.call('HMGET', JOB .. id, 'status', 'timeout', 'lease')
+  local f = rcall('HMGET', JOB .. id, 'status', 'timeout', 'lease')
   local deadline = since + (tonumber(f[2] or '300') or 300) * 1000 + grace
   -- alive: its key is there, or the detector still waits for it (see hero_watch)
-  local alive = f[3] and f[3] ~= '' and (redis.call('EXISTS', f[3]) == 1
-    or (tonumber(redis.call('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
+  local alive = f[3] and f[3] ~= '' and (rcall('EXISTS', f[3]) == 1
+    or (tonumber(rcall('ZSCORE', ACTORS, f[3])) or 0) > ctx.ms)
   if TERMINAL[f[1] or ''] then
     -- an outside actor ended it in the hash and nobody waited to notice
     return record_outside(ctx, id, f[1]) and 1 or 0
@@ -1778,9 +1872,9 @@ local function hero_expire(_, args)
     -- from where the last pass stopped, back to the start at the end: more
     -- than `limit` jobs in one status (a backlog, or jobs parked there on
     -- purpose) used to hide every later one from this pass for good
-    local from = tonumber(redis.call('HGET', EXPIRE_CURSOR, idx)) or 0
-    local rows = redis.call('ZRANGE', IDX_STATUS .. idx, from, from + limit - 1, 'WITHSCORES')
-    redis.call('HSET', EXPIRE_CURSOR, idx, #rows < 2 * limit and 0 or from + limit)
+    local from = tonumber(rcall('HGET', EXPIRE_CURSOR, idx)) or 0
+    local rows = rcall('ZRANGE', IDX_STATUS .. idx, from, from + limit - 1, 'WITHSCORES')
+    rcall('HSET', EXPIRE_CURSOR, idx, #rows < 2 * limit and 0 or from + limit)
     for i = 1, #rows, 2 do  -- a job whose key Redis refuses stops no other (`alone`)
       local id, since = rows[i], tonumber(rows[i + 1])
       n = n + (alone(ctx, nil, id, expire_one, idx, id, since, grace) or 0)
@@ -1797,14 +1891,14 @@ end
 -- key of another type, leaves the listings. Either way no stale entry holds
 -- the pass back from the jobs behind it.
 local function abandon_one(ctx, id, reason)
-  local f = redis.pcall('HMGET', JOB .. id, 'status', 'dependents')
+  local f = rpcall('HMGET', JOB .. id, 'status', 'dependents')
   if f.err or not f[1] then  -- (a key of another type is no job)
-    redis.call('ZREM', IDX_STATUS .. 'created', id)
-    redis.call('ZREM', IDX_ALL, id)
+    rcall('ZREM', IDX_STATUS .. 'created', id)
+    rcall('ZREM', IDX_ALL, id)
     return 0
   end
   if f[1] ~= 'created' then
-    if not record_outside(ctx, id, f[1]) then redis.call('ZREM', IDX_STATUS .. 'created', id) end
+    if not record_outside(ctx, id, f[1]) then rcall('ZREM', IDX_STATUS .. 'created', id) end
     return 0
   end
   set_status(ctx, id, 'created', 'stopped', {'error', reason, 'finished_at', ctx.iso}, reason)
@@ -1819,8 +1913,8 @@ end
 local function hero_abandon(_, args)
   local ctx = context(args)
   local created_ms, limit = tonumber(args[H + 1]), tonumber(args[H + 2])
-  local due = redis.call('ZRANGEBYSCORE', IDX_STATUS .. 'created', '-inf',
-    string.format('%d', ctx.ms - created_ms), 'LIMIT', 0, limit)
+  local due = rcall('ZRANGEBYSCORE', IDX_STATUS .. 'created', '-inf',
+    format('%d', ctx.ms - created_ms), 'LIMIT', 0, limit)
   local reason = 'not started within ' .. floor(created_ms / 1000) .. ' s of its creation'
   local n = 0
   for _, id in ipairs(due) do
@@ -1832,19 +1926,19 @@ end
 -- Drop index entries of ended jobs whose hash has expired. ARGV: head, limit
 local function hero_prune(_, args)
   local ctx = context(args)
-  local due = redis.call('ZRANGEBYSCORE', EXPIRING, '-inf', ctx.ms, 'LIMIT', 0, tonumber(args[H + 1]))
+  local due = rcall('ZRANGEBYSCORE', EXPIRING, '-inf', ctx.ms, 'LIMIT', 0, tonumber(args[H + 1]))
   for _, raw in ipairs(due) do
-    local t = cjson.decode(raw)
-    if redis.call('EXISTS', JOB .. t.id) == 0 then
-      redis.call('ZREM', IDX_ALL, t.id)
-      redis.call('ZREM', IDX_STATUS .. t.status, t.id)
-      redis.call('ZREM', IDX_TYPE .. t.script_type, t.id)
-      if t.caller_id ~= '' then redis.call('ZREM', IDX_CALLER .. t.caller_id, t.id) end
+    local t = decode(raw)
+    if rcall('EXISTS', JOB .. t.id) == 0 then
+      rcall('ZREM', IDX_ALL, t.id)
+      rcall('ZREM', IDX_STATUS .. t.status, t.id)
+      rcall('ZREM', IDX_TYPE .. t.script_type, t.id)
+      if t.caller_id ~= '' then rcall('ZREM', IDX_CALLER .. t.caller_id, t.id) end
       -- an outside actor may push its reply after we recorded its end (and
       -- set the reply's TTL on nothing): the reply goes with its job
-      redis.call('DEL', REPLY .. t.id)
+      rcall('DEL', REPLY .. t.id)
     end
-    redis.call('ZREM', EXPIRING, raw)
+    rcall('ZREM', EXPIRING, raw)
   end
   return #due
 end
@@ -1860,7 +1954,7 @@ end
 local function hero_reconcile(_, args)
   local ctx = context(args)
   local id = args[H + 1]
-  local st = redis.call('HGET', JOB .. id, 'status')
+  local st = rcall('HGET', JOB .. id, 'status')
   if not st then return 0 end
   return record_outside(ctx, id, st) and 1 or 0
 end
@@ -1875,28 +1969,28 @@ local function hero_dlq_replay(_, args)
   local all = next(wanted) == nil
   local replayed = {}
   local function replay(id)
-    if redis.call('HGET', JOB .. id, 'status') == 'dlq' then
+    if rcall('HGET', JOB .. id, 'status') == 'dlq' then
       local fresh = {'attempt', '0', 'deaths', '0', 'error', '', 'finished_at', ''}
-      redis.call('HSET', JOB .. id, unpack(fresh))
+      rcall('HSET', JOB .. id, unpack(fresh))
       note(ctx, id, fresh)
-      redis.call('DEL', REPLY .. id)  -- the dead letter's answer: not this round's
+      rcall('DEL', REPLY .. id)  -- the dead letter's answer: not this round's
       dispatch(ctx, id, 'dlq')
-      table.insert(replayed, id)
+      insert(replayed, id)
     end
   end
   local list = DLQ .. args[H + 1]
-  for _, raw in ipairs(redis.call('LRANGE', list, 0, -1)) do
-    local id = cjson.decode(raw).job_id
+  for _, raw in ipairs(rcall('LRANGE', list, 0, -1)) do
+    local id = decode(raw).job_id
     if all or wanted[id] then
-      redis.call('LREM', list, 1, raw)
+      rcall('LREM', list, 1, raw)
       replay(id)
     end
   end
   local stream = DLQ_STREAM .. args[H + 1]
-  for _, e in ipairs(redis.call('XRANGE', stream, '-', '+')) do
+  for _, e in ipairs(rcall('XRANGE', stream, '-', '+')) do
     local id = entry_job(e[2])
     if all or wanted[id] then
-      redis.call('XDEL', stream, e[1])
+      rcall('XDEL', stream, e[1])
       replay(id)
     end
   end
