@@ -237,6 +237,34 @@ local function batched(cmd, key, list, step)
   end
 end
 
+-- A sorted set of at most 128 members (zset-max-listpack-entries) is a
+-- listpack, in which every ZADD and ZREM walks the whole set. The indexes of
+-- the jobs in flight (created, dispatched, started) hover at that size under
+-- load, and each move in or out of them cost about 20,000 instructions, as
+-- much as the rest of the transition (docs/performance.md). A member longer
+-- than zset-max-listpack-value makes Redis keep the set as a skiplist, and
+-- it never turns one back: so the first ZADD to a status index in a second
+-- comes after a ZADD of such a member (which makes a missing index a skiplist
+-- from the start), removed again in the same call, so nobody sees it. Once
+-- a second, since an index that empties is deleted and comes back a listpack.
+local SKIPLIST_CHECK_MS = 1000
+local skiplist_at = {}  -- status -> the call's ms when its index was last kept a skiplist
+local long_member  -- 1100 bytes: longer than any job id a Function takes (built at first use)
+
+local function zadd_status(ctx, st, list)
+  local key = IDX_STATUS .. st
+  local at = skiplist_at[st]
+  if at and ctx.ms >= at and ctx.ms - at < SKIPLIST_CHECK_MS then
+    batched('ZADD', key, list, 2000)
+    return
+  end
+  long_member = long_member or string.rep('~', 1100)
+  rcall('ZADD', key, 0, long_member)
+  batched('ZADD', key, list, 2000)
+  rcall('ZREM', key, long_member)
+  skiplist_at[st] = ctx.ms
+end
+
 -- The status moves pending, one ZREM and one ZADD per index.
 local function flush_moves(ctx, moved)
   local from, to = ctx.from, ctx.to
@@ -245,7 +273,7 @@ local function flush_moves(ctx, moved)
     local id = moved[1]
     local old, new = from[id], to[id]
     if old and old ~= new then rcall('ZREM', IDX_STATUS .. old, id) end
-    rcall('ZADD', IDX_STATUS .. new, ctx.ts, id)
+    zadd_status(ctx, new, {ctx.ts, id})
     return
   end
   local rem, rem_order, add, add_order = {}, {}, {}, {}
@@ -261,7 +289,7 @@ local function flush_moves(ctx, moved)
     list[#list + 1] = id
   end
   for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
-  for _, st in ipairs(add_order) do batched('ZADD', IDX_STATUS .. st, add[st], 2000) end
+  for _, st in ipairs(add_order) do zadd_status(ctx, st, add[st]) end
 end
 
 local close_offers  -- (defined with hand_off)
