@@ -315,11 +315,30 @@ local function close_pushes(ctx)
   end
 end
 
+-- A new job's hash, written from `w` as a hash table rather than a listpack.
+-- Redis keeps a hash whose values are all short (hash-max-listpack-value,
+-- 64 bytes) as a listpack, in which every field read or written is a walk
+-- of the whole hash: a job hash has 18 to 27 fields and each transition
+-- reads or writes about ten. A value longer than that turns it into a hash
+-- table, for good, and a job's `log_path` (its actor's log folder and file)
+-- is longer in most deployments: so the hash was turned over at the job's
+-- last transition anyway, at a cost of its own. Written as a hash table
+-- from the start (one long field in the first HSET, deleted again in the
+-- same call, so nobody sees it), each of its reads and writes is a lookup
+-- (docs/performance.md). A job whose log path is short takes the hash
+-- table's memory without needing it: about 1.4 KB more while it is kept.
+local hashtable_value  -- (built at first use: string.rep is not there while the library loads)
+local function write_new(jk, w)
+  hashtable_value = hashtable_value or string.rep('~', 80)
+  rcall('HSET', jk, '~hashtable', hashtable_value, unpack(w))
+  rcall('HDEL', jk, '~hashtable')
+end
+
 local function flush(ctx)
   if ctx.open then close_offers(ctx) end
   if ctx.pushed then close_pushes(ctx) end
   if ctx.unwritten then
-    for id, w in pairs(ctx.unwritten) do rcall('HSET', JOB .. id, unpack(w)) end
+    for id, w in pairs(ctx.unwritten) do write_new(JOB .. id, w) end
     ctx.unwritten = nil
   end
   if ctx.moved then flush_moves(ctx, ctx.moved) end
@@ -492,7 +511,7 @@ end
 local function set_status(ctx, id, old, new, extra, err, event, hashed)
   local w = ctx.unwritten and ctx.unwritten[id]
   if w and TERMINAL[new] then
-    rcall('HSET', JOB .. id, unpack(w))
+    write_new(JOB .. id, w)
     ctx.unwritten[id], w = nil, nil
   end
   if w then
@@ -1161,7 +1180,7 @@ local function submit(ctx, a, i, start_now)
   end
   w = unwritten[id]
   if w then
-    rcall('HSET', jk, unpack(w))
+    write_new(jk, w)
     unwritten[id] = nil
   end
   return reply
