@@ -1,25 +1,31 @@
-"""The maintenance pass over jobs created and never started (HERO_CREATED_TTL),
-against a real Redis: what it stops, what it leaves, and what it tells.
+"""The maintenance pass against a real Redis: jobs created and never started
+(HERO_CREATED_TTL), what it stops, what it leaves and what it tells; and the
+index entries of ended jobs whose hashes expired (HERO_JOB_TTL), which it
+prunes.
 
 Each test ticks a supervisor of its own by hand (``maintenance=False``: no
-loop of its own races the tick it checks), with a created TTL of one second
-that the test really waits out.
+loop of its own races the tick it checks), with a TTL of one second that the
+test really waits out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from gateway.config import Config
+from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import InvalidState
 from gateway.model import library as functions
 from gateway.supervisor import Supervisor, keys, library
+from gateway.supervisor.worker import ActorLink
 from tests.helpers import job
 
 #: The created TTL of these tests, and a wait that outlasts it.
@@ -141,3 +147,108 @@ async def test_a_waiter_on_it_is_told(brief: Supervisor) -> None:
     await brief.maintenance.tick()
     result = await asyncio.wait_for(waiter, 10)
     assert (result["status"], result["error"]) == ("stopped", REASON)
+
+
+# -- ended jobs' index entries (HERO_JOB_TTL) -----------------------------------
+
+
+@pytest.fixture
+async def private(config: Config, tmp_path: Path) -> AsyncIterator[tuple[Config, aioredis.Redis]]:
+    """A redis-server of the test's own, ended jobs kept TTL seconds: the
+    session's shared gateway leads maintenance on the session's Redis
+    whenever its tick comes first, and would prune in the test's place."""
+    server = EmbeddedRedis(tmp_path / "prune", appendonly=False).start()
+    client = aioredis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        yield replace(config, redis_url=server.url, job_ttl=TTL), client
+    finally:
+        await client.aclose()
+        server.stop()
+
+
+@pytest.fixture
+async def kept_briefly(private: tuple[Config, aioredis.Redis]) -> AsyncIterator[Supervisor]:
+    sup = await Supervisor.connect(private[0], maintenance=False)
+    yield sup
+    await sup.close()
+
+
+async def indexed(rds: aioredis.Redis, job_id: str, caller: str) -> list[str]:
+    """The indexes that still list ``job_id`` (of type osis, ended finished)."""
+    found = []
+    for key in (keys.INDEX_ALL, keys.index_status("finished"), keys.index_type("osis"),
+                keys.index_caller(caller)):  # fmt: skip
+        if await rds.zscore(key, job_id) is not None:
+            found.append(key)
+    return found
+
+
+async def test_the_jobs_one_call_ends_share_a_tombstone_and_all_leave_the_indexes(
+    kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
+) -> None:
+    """An actor's cycle that reports three jobs finished writes one tombstone
+    naming the three; once their hashes expired, one tick takes every one of
+    them out of every index, and their replies with them."""
+    config, rds = private
+    ids = ["t1", "t2", "t3"]
+    for job_id in ids:
+        await kept_briefly.create(spec(job_id, script_type="osis", caller_id="alice"))
+        await kept_briefly.start(job_id)
+    actor = ActorLink(config, "osis", "default", "pruned")
+    await actor.open()
+    try:
+        claimed = await actor.cycle([], 3)
+        assert sorted(c.job_id for c in claimed) == ids
+        await actor.cycle([c.ended("finished", "done") for c in claimed], 0)
+    finally:
+        await actor.close()
+    (tombstone,) = await rds.zrange(keys.EXPIRING, 0, -1)
+    assert json.loads(tombstone) == {
+        "ids": [c.job_id for c in claimed], "status": "finished", "script_type": "osis",
+        "caller_id": "alice",
+    }  # fmt: skip
+    for job_id in ids:
+        assert len(await indexed(rds, job_id, "alice")) == 4
+    assert (await kept_briefly.maintenance.tick())["pruned"] == 0  # not due yet
+    await asyncio.sleep(PAST_TTL)
+    assert not await rds.exists(*(keys.job(j) for j in ids))
+    await rds.lpush(keys.reply("t2"), "late")  # an outside actor's reply after the end
+
+    assert (await kept_briefly.maintenance.tick())["pruned"] == 3
+
+    for job_id in ids:
+        assert await indexed(rds, job_id, "alice") == []
+    assert not await rds.exists(keys.reply("t2"))
+    assert await rds.zcard(keys.EXPIRING) == 0
+
+
+async def test_a_tombstone_of_one_job_as_written_before_is_pruned_too(
+    kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
+) -> None:
+    """After an upgrade, the tombstones written one per job are still due."""
+    rds = private[1]
+    for key in (keys.INDEX_ALL, keys.index_status("finished"), keys.index_type("osis")):
+        await rds.zadd(key, {"older": 1})
+    old = {"id": "older", "status": "finished", "script_type": "osis", "caller_id": ""}
+    await rds.zadd(keys.EXPIRING, {json.dumps(old): 1})
+
+    assert (await kept_briefly.maintenance.tick())["pruned"] == 1
+
+    assert await indexed(rds, "older", "") == []
+    assert await rds.zcard(keys.EXPIRING) == 0
+
+
+async def test_a_prune_takes_whole_tombstones_until_its_limit(
+    kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
+) -> None:
+    """The limit counts jobs; a tombstone is never split, and what is left
+    waits for the next call."""
+    config, rds = private
+    for n, ids in enumerate((["a1", "a2", "a3"], ["b1"])):
+        tombstone = {"ids": ids, "status": "finished", "script_type": "osis", "caller_id": ""}
+        await rds.zadd(keys.EXPIRING, {json.dumps(tombstone): n + 1})
+    prune = functions.prune(2)
+    assert await library.call(kept_briefly.wire, config, prune) == 3
+    assert await rds.zcard(keys.EXPIRING) == 1
+    assert await library.call(kept_briefly.wire, config, prune) == 1
+    assert await rds.zcard(keys.EXPIRING) == 0

@@ -19,6 +19,10 @@ from gateway.supervisor import Supervisor, keys
 from gateway.supervisor.worker import ActorLink
 from tests.helpers import eventually, job
 
+#: The Functions the maintenance leader calls on its ticks (supervisor/maintenance.py).
+MAINTENANCE = {"hero_lead", "hero_watch", "hero_reap", "hero_expire", "hero_abandon",
+               "hero_promote", "hero_prune", "hero_stream_prune"}  # fmt: skip
+
 
 async def _fcalls(rds: aioredis.Redis, monitor: Any) -> list[str]:
     """The commands MONITOR showed until now (a barrier ECHO ends them)."""
@@ -47,7 +51,8 @@ async def test_one_call_answers_each_start_alone_and_one_bad_job_fails_only_itse
     assert isinstance(bad, ResponseError) and "WRONGTYPE" in str(bad)
     assert isinstance(missing, JobNotFound)
     assert isinstance(again, InvalidState) and again.data["status"] == "dispatched"
-    [fcall] = [c for c in commands if c.startswith("FCALL")]
+    # (the maintenance leader's tick may fall in the window: its calls are not the starts')
+    [fcall] = [c for c in commands if c.startswith("FCALL") and c.split()[1] not in MAINTENANCE]
     assert fcall.startswith("FCALL hero_start_jobs 0 ")
     assert await rds.lrange(queue, 0, -1) == ["s2", "s1"]  # as two LPUSHes would leave it
     assert [c for c in commands if c.startswith("LPUSH")] == [f"LPUSH {queue} s1 s2"]

@@ -141,9 +141,12 @@ class Refused(Exception):
 
 
 def _each(reply: Reply) -> list[Transition | Refused]:
-    """A many-job call's replies, one per job: its Transition, or Refused."""
-    return [Refused(str(row[1])) if str(row[0]) == "failed" else _transition(row)
-            for row in _rows(reply)]  # fmt: skip
+    """A many-job call's answers, three values per job (hero.lua ``answer``;
+    one array rather than one per job costs Redis less to send): its
+    Transition, or Refused."""
+    flat = _rows(reply)
+    return [Refused(str(flat[i + 1])) if str(flat[i]) == "failed" else _transition(flat[i:i + 3])
+            for i in range(0, len(flat), 3)]  # fmt: skip
 
 
 #: What ``hero_submit_many`` takes of each job, in order, after its id and its

@@ -91,7 +91,7 @@ ACTOR_COMMANDS = (
     # inside the Functions above
     "time", "exists", "hget", "hstrlen", "hset", "hincrby", "expire", "append", "getrange",
     "lpush", "rpop", "llen", "lpos", "hrandfield", "sadd", "zrangebyscore", "zrange", "zscore",
-    "publish",
+    "publish", "object|encoding",
     "xadd", "xtrim", "xgroup|create", "xgroup|delconsumer", "xautoclaim", "xpending", "xclaim",
 )  # fmt: skip
 

@@ -167,6 +167,7 @@ local function context(args)
     --   the ids, in order (see `move`);
     -- zadds, zkeys: sorted set -> {score, member, ...} to add, in order;
     -- counts: status -> script type -> transitions emitted (see `emit`);
+    -- ended: status -> script type -> caller -> the ids this call ended (see retain);
     -- refused: job ids whose queue refused their push (see close_pushes);
     -- trim: the events streams to trim at `flush` (1: the events, 2: also the ended).
   }
@@ -185,15 +186,15 @@ end
 -- A flush also writes the hashes submit still holds (see set_status).
 -- The per-call tables below are made on first use: every table a call makes
 -- is garbage for Lua to collect, and most calls need few of them.
--- ctx[name], a table made on first use (for the colder paths; the hot ones
+-- t[name], a table made on first use (for the colder paths; the hot ones
 -- test `ctx[name]` inline, which saves a Lua call each time).
-local function tab(ctx, name)
-  local t = ctx[name]
-  if not t then
-    t = {}
-    ctx[name] = t
+local function tab(t, name)
+  local v = t[name]
+  if not v then
+    v = {}
+    t[name] = v
   end
-  return t
+  return v
 end
 
 -- A list in `map` under `key`, created (and `key` appended to `order`) when new.
@@ -242,19 +243,16 @@ end
 -- the jobs in flight (created, dispatched, started) hover at that size under
 -- load, and each move in or out of them cost about 20,000 instructions, as
 -- much as the rest of the transition (docs/performance.md). A member longer
--- than zset-max-listpack-value makes Redis keep the set as a skiplist, and
--- it never turns one back: so the first ZADD to a status index in a second
--- comes after a ZADD of such a member (which makes a missing index a skiplist
--- from the start), removed again in the same call, so nobody sees it. Once
--- a second, since an index that empties is deleted and comes back a listpack.
-local SKIPLIST_CHECK_MS = 1000
-local skiplist_at = {}  -- status -> the call's ms when its index was last kept a skiplist
+-- than zset-max-listpack-value makes Redis keep the set as a skiplist, and it
+-- never turns one back; but a set that empties is deleted, and the next ZADD
+-- makes a listpack again (the created index empties whenever every created
+-- job has been started). So a status index that is not a skiplist gets such
+-- a member before its ZADD (a missing one is made a skiplist at once), removed
+-- again in the same call: nobody sees it.
 local long_member  -- 1100 bytes: longer than any job id a Function takes (built at first use)
 
-local function zadd_status(ctx, st, list)
-  local key = IDX_STATUS .. st
-  local at = skiplist_at[st]
-  if at and ctx.ms >= at and ctx.ms - at < SKIPLIST_CHECK_MS then
+local function zadd_status(key, list)
+  if rcall('OBJECT', 'ENCODING', key) == 'skiplist' then
     batched('ZADD', key, list, 2000)
     return
   end
@@ -262,7 +260,6 @@ local function zadd_status(ctx, st, list)
   rcall('ZADD', key, 0, long_member)
   batched('ZADD', key, list, 2000)
   rcall('ZREM', key, long_member)
-  skiplist_at[st] = ctx.ms
 end
 
 -- The status moves pending, one ZREM and one ZADD per index.
@@ -273,7 +270,7 @@ local function flush_moves(ctx, moved)
     local id = moved[1]
     local old, new = from[id], to[id]
     if old and old ~= new then rcall('ZREM', IDX_STATUS .. old, id) end
-    zadd_status(ctx, new, {ctx.ts, id})
+    zadd_status(IDX_STATUS .. new, {ctx.ts, id})
     return
   end
   local rem, rem_order, add, add_order = {}, {}, {}, {}
@@ -289,10 +286,11 @@ local function flush_moves(ctx, moved)
     list[#list + 1] = id
   end
   for _, st in ipairs(rem_order) do batched('ZREM', IDX_STATUS .. st, rem[st], 1000) end
-  for _, st in ipairs(add_order) do zadd_status(ctx, st, add[st]) end
+  for _, st in ipairs(add_order) do zadd_status(IDX_STATUS .. st, add[st]) end
 end
 
 local close_offers  -- (defined with hand_off)
+local write_tombstones  -- (defined with retain)
 local refuse_push  -- (defined with the other failures)
 
 -- The ids a call queued, one LPUSH per work queue (see dispatch). A work
@@ -346,6 +344,7 @@ local function flush(ctx)
     for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
     ctx.zadds, ctx.zkeys = nil, nil
   end
+  if ctx.ended then write_tombstones(ctx) end
   if ctx.trim then  -- the events of the call, trimmed once (see `emit`)
     rcall('XTRIM', EVENTS, 'MAXLEN', '~', ctx.maxlen)
     if ctx.trim == 2 then rcall('XTRIM', ENDED, 'MAXLEN', '~', ENDED_MAXLEN) end
@@ -480,8 +479,12 @@ local function retention(ctx)
 end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
--- remembers which indexes to clean once the hash is gone. A reply this call
--- pushed got its TTL then (push_reply).
+-- remembers which indexes to clean once the hash is gone (hero_prune). The
+-- jobs a call ends with the same status, type and caller share one
+-- tombstone, {ids, status, script_type, caller_id}, written at `flush`: they
+-- expire together, and a tombstone a job (its JSON and its member of a large
+-- sorted set) cost about 4 % of a job's Redis. A reply this call pushed got
+-- its TTL then (push_reply).
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk, ttl_s = JOB .. id, retention(ctx)
@@ -489,8 +492,21 @@ local function retain(ctx, id, status)
   if not (ctx.replied and ctx.replied[id]) then rcall('EXPIRE', REPLY .. id, ttl_s) end
   rcall('EXPIRE', LOGS .. id, ttl_s)
   local f = about(ctx, id)
-  zpend(ctx, EXPIRING, ctx.expiry,
-    encode({id = id, status = status, script_type = f[1] or '', caller_id = f[5] or ''}))
+  local ids = tab(tab(tab(tab(ctx, 'ended'), status), f[1] or ''), f[5] or '')
+  ids[#ids + 1] = id
+end
+
+-- The tombstones of the jobs this call ended (see retain).
+write_tombstones = function(ctx)
+  for status, by_type in pairs(ctx.ended) do
+    for script_type, by_caller in pairs(by_type) do
+      for caller, ids in pairs(by_caller) do
+        rcall('ZADD', EXPIRING, ctx.expiry,
+          encode({ids = ids, status = status, script_type = script_type, caller_id = caller}))
+      end
+    end
+  end
+  ctx.ended = nil
 end
 
 -- The reply queue is the producer's to read (Hero protocol): one it made a
@@ -1060,6 +1076,8 @@ end
 -- `known`: what submit has just written or read (prerequisites, their statuses,
 -- route), so a job created and started in one call is not read back; else the job
 -- is read once (`dispatch_record`), and a `caller` named must be its own.
+-- Returns what the job's answer says (see `answer`): not_found, invalid_state
+-- and the status, or its new status and its queue when dispatched.
 local function start(ctx, id, known, caller)
   local st, prereqs, route, rec, statuses = 'created', nil, nil, nil, NONE
   if known then
@@ -1067,8 +1085,8 @@ local function start(ctx, id, known, caller)
   else
     local raw
     route, rec, st, raw = dispatch_record(ctx, id)
-    if not st or not callers(rec[5], caller) then return {'not_found'} end
-    if st ~= 'created' then return {'invalid_state', st} end
+    if not st or not callers(rec[5], caller) then return 'not_found' end
+    if st ~= 'created' then return 'invalid_state', st end
     prereqs = decode_list(raw)
   end
   local pending = false
@@ -1080,16 +1098,16 @@ local function start(ctx, id, known, caller)
       local msg = 'prerequisite ' .. p .. ' ended ' .. (ps or 'missing')
       set_status(ctx, id, st, 'error', {'error', msg, 'finished_at', ctx.iso}, msg)
       on_terminal(ctx, id, 'error')
-      return {'error', ''}
+      return 'error'
     elseif ps ~= 'finished' then
       pending = true
     end
   end
   if pending then
     set_status(ctx, id, st, 'waiting')
-    return {'waiting', ''}
+    return 'waiting'
   end
-  return {'dispatched', dispatch(ctx, id, st, route, rec)}
+  return 'dispatched', dispatch(ctx, id, st, route, rec)
 end
 
 -- A submitted job's fields, in the order the binding sends them after its id
@@ -1113,11 +1131,11 @@ local function submit(ctx, a, i, start_now)
   local jk = JOB .. id
   if rcall('EXISTS', jk) == 1 then  -- (a fresh id, the usual job, reads nothing)
     local existing = rpcall('HMGET', jk, 'status', 'queue', 'caller_id')
-    if existing.err then return {'taken'} end
+    if existing.err then return 'taken' end
     if existing[1] then
-      if not callers(existing[3], owner) then return {'taken'} end
+      if not callers(existing[3], owner) then return 'taken' end
       if start_now and existing[1] == 'created' then return start(ctx, id) end
-      return {'exists', existing[1], existing[2] or ''}
+      return 'exists', existing[1], existing[2] or ''
     end
   end
   local prereqs, linked, statuses = NONE, NONE, NONE
@@ -1128,17 +1146,17 @@ local function submit(ctx, a, i, start_now)
     -- ours to mend), and a job refused half way would leave a hash behind
     linked, statuses = {}, {}  -- statuses: each prerequisite's, for a start in this call
     for k, p in ipairs(prereqs) do
-      if p == id or rcall('TYPE', JOB .. p).ok ~= 'hash' then return {'bad_prerequisite', p} end
+      if p == id or rcall('TYPE', JOB .. p).ok ~= 'hash' then return 'bad_prerequisite', p end
       local pf = rcall('HMGET', JOB .. p, 'caller_id', 'dependents', 'status')
-      if not callers(pf[1], owner) then return {'bad_prerequisite', p} end
+      if not callers(pf[1], owner) then return 'bad_prerequisite', p end
       statuses[k] = pf[3]
       local ok, deps = pcall(decode_list, pf[2])
-      if not ok or type(deps) ~= 'table' then return {'bad_prerequisite', p} end
+      if not ok or type(deps) ~= 'table' then return 'bad_prerequisite', p end
       local more = {}
       for j, dep in ipairs(deps) do more[j] = dep end  -- (no unpack: its limit is ~8000)
       more[#more + 1] = id
       local encoded, text = pcall(encode, more)
-      if not encoded or #text > MAX_LIST_BYTES then return {'bad_prerequisite', p} end
+      if not encoded or #text > MAX_LIST_BYTES then return 'bad_prerequisite', p end
       linked[k] = text
     end
   end
@@ -1165,7 +1183,7 @@ local function submit(ctx, a, i, start_now)
   zpend(ctx, IDX_TYPE .. script_type, ctx.ts, id)
   if owner ~= '' then zpend(ctx, IDX_CALLER .. owner, ctx.ts, id) end
   set_status(ctx, id, nil, 'created')
-  local reply = {'created', ''}
+  local kind, queued = 'created', ''
   if start_now then
     local fresh = ctx.fresh
     if not fresh then
@@ -1175,7 +1193,7 @@ local function submit(ctx, a, i, start_now)
     -- as CLAIM_FIELDS, for a hand-off in this call (claim_record)
     fresh[id] = {a[i + 2], script_type, a[i + 8], a[i + 10], owner, a[i + 5], '0', a[i + 9],
       group, inst, false}
-    reply = start(ctx, id, {prereqs = prereqs, statuses = statuses,
+    kind, queued = start(ctx, id, {prereqs = prereqs, statuses = statuses,
       route = {queue, a[i + 6], script_type, mode, group}})  -- as ROUTE_FIELDS
   end
   w = unwritten[id]
@@ -1183,61 +1201,70 @@ local function submit(ctx, a, i, start_now)
     write_new(jk, w)
     unwritten[id] = nil
   end
-  return reply
+  return kind, queued
+end
+
+-- A many-job call's answer: three values per job, in order (model/library.py
+-- reads them so; a table per job cost Redis more to send): what happened
+-- (created, waiting, dispatched, error; not_found, invalid_state, exists,
+-- taken, bad_prerequisite; failed: Redis refused one of its commands), then
+-- a status, queue, prerequisite or message as each says, "" for none.
+local function answer(out, n, kind, a, b)
+  out[n + 1], out[n + 2], out[n + 3] = kind, a or '', b or ''
+  return n + 3
 end
 
 -- The call's queued ids pushed before it answers: a job whose push was
 -- refused answers as the error it ended in (see refuse_push), not as
--- dispatched. The job of `out[k]` is `args[first + (k - 1) * step]`; a
--- `dispatched` answer is that job's dispatch, and an `exists` or
+-- dispatched. The job of the k-th answer is `args[first + (k - 1) * step]`;
+-- a `dispatched` answer is that job's dispatch, and an `exists` or
 -- `invalid_state` answer for the same id in the call says `error` now
 -- (another caller's answer, `taken`, stays as it is).
 local function answer_pushed(ctx, out, args, first, step)
   if ctx.pushed then close_pushes(ctx) end
   if ctx.refused then
-    for k = 1, #out do
-      local a = out[k]
+    for k = 1, #out / 3 do
+      local at = 3 * k - 2
       if ctx.refused[args[first + (k - 1) * step]] then
-        if a[1] == 'dispatched' then out[k] = {'error', ''}
-        elseif a[1] == 'exists' or a[1] == 'invalid_state' then a[2] = 'error' end
+        if out[at] == 'dispatched' then out[at], out[at + 1] = 'error', ''
+        elseif out[at] == 'exists' or out[at] == 'invalid_state' then out[at + 1] = 'error' end
       end
     end
   end
   return out
 end
 
--- Jobs in one call (a batch, or one job): `submit` for each, one reply per
+-- Jobs in one call (a batch, or one job): `submit` for each, one answer per
 -- job, in order. The jobs may be several callers': a job whose submit Redis
--- refuses answers {'failed', message} and the others go on (as in
--- hero_start_jobs).
+-- refuses answers failed and the others go on (as in hero_start_jobs).
 -- ARGV: head, start ("1"/"0"), then per job: job_id, prerequisites JSON and
 --       its fields (SUBMIT_WIDTH in all)
 local function hero_submit_many(_, args)
   local ctx = context(args)
   local start_now = args[H + 1] == '1'
   if start_now then ctx.spread = (#args - H - 1) / SUBMIT_WIDTH end
-  local out = {}
+  local out, n = {}, 0
   for i = H + 2, #args, SUBMIT_WIDTH do
-    local ok, r = pcall(submit, ctx, args, i, start_now)
-    if not ok then r = {'failed', error_text(r)} end
-    out[#out + 1] = r
+    local ok, kind, a, b = pcall(submit, ctx, args, i, start_now)
+    if not ok then kind, a, b = 'failed', error_text(kind), '' end
+    n = answer(out, n, kind, a, b)
   end
   return answer_pushed(ctx, out, args, H + 2, SUBMIT_WIDTH)
 end
 
 -- Start many created jobs in one call (the job.starts of a JSON-RPC batch):
--- each answered as a start of its own would be, in order. A job whose start
--- Redis refuses (a command inside it failed) answers {'failed', message}
+-- each answered as a start of its own would be, in order (see `answer`). A
+-- job whose start Redis refuses (a command inside it failed) answers failed
 -- and the others go on, as if each had been a call of its own.
 -- ARGV: head, then per job: job_id, caller ('' for none; see `callers`)
 local function hero_start_jobs(_, args)
   local ctx = context(args)
   ctx.spread = (#args - H) / 2
-  local out = {}
+  local out, n = {}, 0
   for i = H + 1, #args, 2 do
-    local ok, r = pcall(start, ctx, args[i], nil, args[i + 1])
-    if not ok then r = {'failed', error_text(r)} end
-    out[#out + 1] = r
+    local ok, kind, a = pcall(start, ctx, args[i], nil, args[i + 1])
+    if not ok then kind, a = 'failed', error_text(kind) end
+    n = answer(out, n, kind, a)
   end
   return answer_pushed(ctx, out, args, H + 1, 2)
 end
@@ -1970,24 +1997,35 @@ local function hero_abandon(_, args)
   return n
 end
 
--- Drop index entries of ended jobs whose hash has expired. ARGV: head, limit
+-- Drop index entries of ended jobs whose hash has expired.
+-- ARGV: head, limit (of jobs: the tombstones due are taken whole, in order,
+-- until that many jobs were looked at). Returns the jobs looked at.
 local function hero_prune(_, args)
   local ctx = context(args)
-  local due = rcall('ZRANGEBYSCORE', EXPIRING, '-inf', ctx.ms, 'LIMIT', 0, tonumber(args[H + 1]))
-  for _, raw in ipairs(due) do
-    local t = decode(raw)
-    if rcall('EXISTS', JOB .. t.id) == 0 then
-      rcall('ZREM', IDX_ALL, t.id)
-      rcall('ZREM', IDX_STATUS .. t.status, t.id)
-      rcall('ZREM', IDX_TYPE .. t.script_type, t.id)
-      if t.caller_id ~= '' then rcall('ZREM', IDX_CALLER .. t.caller_id, t.id) end
-      -- an outside actor may push its reply after we recorded its end (and
-      -- set the reply's TTL on nothing): the reply goes with its job
-      rcall('DEL', REPLY .. t.id)
+  local limit, n = tonumber(args[H + 1]), 0
+  while n < limit do
+    local due = rcall('ZRANGEBYSCORE', EXPIRING, '-inf', ctx.ms, 'LIMIT', 0, 16)
+    if #due == 0 then break end
+    for _, raw in ipairs(due) do
+      local t = decode(raw)
+      -- (a tombstone written before they were shared names one job)
+      for _, id in ipairs(t.ids or {t.id}) do
+        if rcall('EXISTS', JOB .. id) == 0 then
+          rcall('ZREM', IDX_ALL, id)
+          rcall('ZREM', IDX_STATUS .. t.status, id)
+          rcall('ZREM', IDX_TYPE .. t.script_type, id)
+          if t.caller_id ~= '' then rcall('ZREM', IDX_CALLER .. t.caller_id, id) end
+          -- an outside actor may push its reply after we recorded its end (and
+          -- set the reply's TTL on nothing): the reply goes with its job
+          rcall('DEL', REPLY .. id)
+        end
+        n = n + 1
+      end
+      rcall('ZREM', EXPIRING, raw)
+      if n >= limit then break end
     end
-    rcall('ZREM', EXPIRING, raw)
   end
-  return #due
+  return n
 end
 
 -- ARGV: head
