@@ -51,6 +51,23 @@ def test_the_lua_library_reads_the_arguments_and_rows_as_the_binding_lays_them(
     assert int(line.split("=")[1]) == width
 
 
+async def test_a_job_hash_is_a_hash_table_and_a_status_index_a_skiplist(
+    sup: Supervisor, rds: aioredis.Redis
+) -> None:
+    """hero.lua writes a new job's hash as a hash table and keeps a status
+    index a skiplist, each by a long value it overwrites or removes in the
+    same call (``write_new``, ``zadd_status``): Redis's compact encodings
+    walk the whole key on every read. Nobody may see the long values."""
+    await sup.create(job(job_id="enc-1"))
+    assert await rds.object("encoding", keys.job("enc-1")) == "hashtable"
+    fields = await rds.hgetall(keys.job("enc-1"))
+    assert fields["updated_at"] == fields["created_at"]
+    assert max(len(v) for v in fields.values()) < 64
+    created = keys.index_status("created")
+    assert await rds.object("encoding", created) == "skiplist"
+    assert await rds.zrange(created, 0, -1) == ["enc-1"]
+
+
 # -- routing and priorities ---------------------------------------------------
 
 
