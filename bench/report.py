@@ -73,6 +73,10 @@ def render(meta: dict[str, Any], results: dict[str, Any], profile_dir: Path | No
         from lua_cost import table as lua_cost_table
 
         out += lua_cost_table(results["lua-cost"])
+    if ok(results.get("path-cost")) and "skipped" not in results["path-cost"]:
+        from path_cost import table as path_cost_table
+
+        out += path_cost_table(results["path-cost"])
     out += _targets(results)
     out += _errors(results)
     if profile_dir is not None and profile_dir.exists():

@@ -9,12 +9,13 @@
 
 Sections (``--only`` takes a comma-separated list of these, or ``peers``):
 supervisor, supervisor-latency, gateway, archiver, scale, interop, sandbox,
-dispatch, lua-cost, arq, rq, celery, dramatiq, saq, taskiq, bullmq, naive,
-redis-benchmark, aof. ``--targets`` runs supervisor, supervisor-latency,
-gateway, archiver, scale, lua-cost, bullmq, naive and aof: every figure issue
-18's targets compare, BullMQ beside us, without the slow Python peers, and
-what a job costs inside the Functions counted in instructions (lua-cost, a
-machine's load does not move it).
+dispatch, lua-cost, path-cost, arq, rq, celery, dramatiq, saq, taskiq,
+bullmq, naive, redis-benchmark, aof. ``--targets`` runs supervisor,
+supervisor-latency, gateway, archiver, scale, lua-cost, path-cost, bullmq,
+naive and aof: every figure issue 18's targets compare, BullMQ beside us,
+without the slow Python peers, and what a job costs Redis counted in
+instructions, inside the Functions (lua-cost) and over the whole path, ours
+beside BullMQ's (path-cost): a machine's load does not move a count.
 
 Each figure is the median of ``--runs`` runs (3 by default). A private
 redis-server (AOF off, loopback, free port) is started once and FLUSHALLed
@@ -67,6 +68,7 @@ OURS = [
     "sandbox",
     "dispatch",
     "lua-cost",
+    "path-cost",
 ]
 #: Runs on a second redis-server of its own, with AOF on (appendfsync everysec).
 AOF = "aof"
@@ -79,6 +81,7 @@ TARGETS = [
     "archiver",
     "scale",
     "lua-cost",
+    "path-cost",
     "bullmq",
     "naive",
     AOF,
@@ -256,6 +259,17 @@ def section_lua_cost(url: str, a: argparse.Namespace) -> dict[str, Any]:
     return lua_cost.cost(1024, callgrind=lua_cost.can_count())
 
 
+def section_path_cost(url: str, a: argparse.Namespace) -> dict[str, Any]:
+    """Redis instructions per job over the whole path, ours and BullMQ's
+    (callgrind; skipped without valgrind and in a quick run). Its own
+    redis-servers, under callgrind."""
+    import path_cost
+
+    if a.quick or not path_cost.can_count():
+        return {"skipped": "a quick run" if a.quick else "valgrind not installed"}
+    return path_cost.cost(2048)
+
+
 def section_peer(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
     from peers_venv import peer_argv
 
@@ -323,6 +337,7 @@ def run_section(name: str, url: str, a: argparse.Namespace) -> dict[str, Any]:
         "sandbox": section_sandbox,
         "dispatch": section_dispatch,
         "lua-cost": section_lua_cost,
+        "path-cost": section_path_cost,
         "redis-benchmark": section_redis_benchmark,
     }
     if name == AOF:

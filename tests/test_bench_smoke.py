@@ -111,3 +111,19 @@ def test_lua_cost_counts_instructions_under_callgrind() -> None:
         counts.append(float(lua_cost_rows(proc.stdout)["job"][1].replace(",", "")))
     assert counts[0] > 100_000  # a job's life is hundreds of thousands of instructions
     assert abs(counts[0] - counts[1]) / counts[0] < 0.05
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_path_cost_counts_what_redis_does_for_a_job_of_the_real_path() -> None:
+    """``bench/path_cost.py`` counts a real run (the supervisor and two actor
+    processes on a redis-server under callgrind): every instruction, and
+    each command per job, five events among them (four transitions and the
+    ended copy)."""
+    argv = [sys.executable, str(ROOT / "bench" / "path_cost.py"), "--only", "supervisor"]
+    proc = run_bounded([*argv, "--jobs", "128"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("| hero-gateway supervisor")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[1].replace(",", "")) > 100_000
+    assert cells[2] == "—"  # no BullMQ figure in this run
+    assert "xadd 5.00" in cells[3]
