@@ -55,17 +55,19 @@ async def test_a_job_hash_is_a_hash_table_and_a_status_index_a_skiplist(
     sup: Supervisor, rds: aioredis.Redis
 ) -> None:
     """hero.lua writes a new job's hash as a hash table and keeps a status
-    index a skiplist, each by a long value it overwrites or removes in the
-    same call (``write_new``, ``zadd_status``): Redis's compact encodings
-    walk the whole key on every read. Nobody may see the long values."""
-    await sup.create(job(job_id="enc-1"))
+    index a skiplist when a call adds several jobs to it, each by a long value
+    it overwrites or removes in the same call (``write_new``, ``zadd_status``):
+    Redis's compact encodings walk the whole key on every read. Nobody may
+    see the long values."""
+    ids = [f"enc-{i}" for i in range(5)]
+    await asyncio.gather(*(sup.create(job(job_id=j)) for j in ids))  # one call
     assert await rds.object("encoding", keys.job("enc-1")) == "hashtable"
     fields = await rds.hgetall(keys.job("enc-1"))
     assert fields["updated_at"] == fields["created_at"]
     assert max(len(v) for v in fields.values()) < 64
     created = keys.index_status("created")
     assert await rds.object("encoding", created) == "skiplist"
-    assert await rds.zrange(created, 0, -1) == ["enc-1"]
+    assert sorted(await rds.zrange(created, 0, -1)) == ids
 
 
 # -- routing and priorities ---------------------------------------------------

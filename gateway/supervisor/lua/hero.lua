@@ -252,7 +252,9 @@ end
 local long_member  -- 1100 bytes: longer than any job id a Function takes (built at first use)
 
 local function zadd_status(key, list)
-  if rcall('OBJECT', 'ENCODING', key) == 'skiplist' then
+  -- (a call adding a member or two is left to its set's encoding: the look
+  -- would cost it more than it saves, and batches keep the set a skiplist)
+  if #list < 8 or rcall('OBJECT', 'ENCODING', key) == 'skiplist' then
     batched('ZADD', key, list, 2000)
     return
   end
