@@ -54,10 +54,11 @@ class ParamsValidator:
         keys = params.keys()
         found = [] if self._required <= keys <= self._known else self._names(params)
         if not found:
-            found = [self._located(p) for p in self._validator.problems(params)]
-        if found:
-            raise self._error(found)
-        return params
+            problems = self._validator.problems(params)
+            if not problems:  # every call but a refused one: no list made for nothing
+                return params
+            found = [self._located(p) for p in problems]
+        raise self._error(found)
 
     def _names(self, params: dict[str, Any]) -> list[Problem]:
         """Missing and unknown param names, each under its own name (jsonschema
