@@ -347,9 +347,13 @@ class Schema:
     def is_valid(self, instance: Any) -> bool:
         return not self.problems(instance)
 
+    def passes(self, instance: Any) -> bool:
+        """The fast check alone: True means valid; False means ask ``problems``."""
+        return self._fast is not None and self._fast(instance)
+
     def problems(self, instance: Any) -> list[dict[str, str]]:
         """Every failure as ``{"field", "message", "schema_path"}``, in a stable order."""
-        if self._fast is not None and self._fast(instance):
+        if self.passes(instance):
             return []
         return _report(self.validator, instance)  # jsonschema says what, and whether it fails
 

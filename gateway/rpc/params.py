@@ -48,6 +48,8 @@ class ParamsValidator:
         """
         if params is None or params == []:
             params = {}
+        if isinstance(params, dict) and self._validator.passes(params):  # every valid call
+            return params
         if not isinstance(params, dict):
             where = f"#{self._method_pointer}/paramStructure"
             raise self._error([_problem("", "params must be an object (by name)", where)])
@@ -55,7 +57,7 @@ class ParamsValidator:
         found = [] if self._required <= keys <= self._known else self._names(params)
         if not found:
             problems = self._validator.problems(params)
-            if not problems:  # every call but a refused one: no list made for nothing
+            if not problems:  # valid after all (the fast check was not sure)
                 return params
             found = [self._located(p) for p in problems]
         raise self._error(found)
