@@ -16,6 +16,7 @@ from gateway.embedded_redis import EmbeddedRedis
 from gateway.errors import BackendUnavailable, InvalidJob, InvalidState, JobNotFound
 from gateway.model import library as functions
 from gateway.supervisor import Supervisor, submission
+from gateway.supervisor.batching import Merger
 from tests.helpers import job
 
 
@@ -139,3 +140,52 @@ async def test_a_batch_over_the_call_size_is_split_and_every_job_answered(
     ]
     assert await sup.status("big-run-0") == {"job_id": "big-run-0", "status": "dispatched"}
     sup.unsubscribe(subscription.id)
+
+
+async def test_a_turns_submits_take_one_loop_look_up_and_a_future_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a submit costs: the loop is looked up by a turn's first submit
+    only (each look-up is a ``getpid`` system call), and each submit is the
+    future to await, not a coroutine around it. Every item still gets its
+    own answer, from one flush per turn."""
+    flushed: list[list[int]] = []
+
+    async def flush(items: list[int]) -> list[Any]:
+        flushed.append(items)
+        return [ValueError(i) if i == 3 else i * 10 for i in items]
+
+    merger: Merger[int] = Merger(flush)
+    looked_up = 0
+    real = asyncio.get_running_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        nonlocal looked_up
+        looked_up += 1
+        return real()
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+    first = [merger.submit(i) for i in range(5)]
+    assert all(isinstance(f, asyncio.Future) for f in first)
+    assert looked_up == 1
+    answers = await asyncio.gather(*first, return_exceptions=True)
+    assert answers[:3] == [0, 10, 20] and answers[4] == 40
+    assert isinstance(answers[3], ValueError)
+    before = looked_up
+    second = [merger.submit(i) for i in (7, 8)]  # the next turn: one more look-up
+    assert looked_up == before + 1
+    assert await asyncio.gather(*second) == [70, 80]
+    assert flushed == [[0, 1, 2, 3, 4], [7, 8]]
+
+
+async def test_a_caller_that_gave_up_leaves_the_others_their_answers() -> None:
+    async def flush(items: list[int]) -> list[int]:
+        return items
+
+    merger: Merger[int] = Merger(flush)
+    gone = asyncio.ensure_future(merger.submit(1))
+    kept = merger.submit(2)
+    gone.cancel()
+    assert await kept == 2
+    with pytest.raises(asyncio.CancelledError):
+        await gone

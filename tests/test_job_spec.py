@@ -12,28 +12,27 @@ from gateway.model import library
 from gateway.model.job import JobSpec
 
 TYPES = ("python", "osis")
+#: A JobSpec with every field a client may give.
+FULL: dict[str, Any] = {
+    "script": "x",
+    "script_type": "osis",
+    "job_id": "j1",
+    "caller_id": "c",
+    "context_id": "ctx",
+    "worker_id": "w",
+    "group": "g",
+    "instance": "i",
+    "priority": 0,
+    "timeout": 9,
+    "retries": 2,
+    "env_vars": {"A": "1"},
+    "prerequisites": ["p1", "p2"],
+}
 
 
 @pytest.mark.parametrize(
     "data",
-    [
-        {"script": "x", "script_type": "python"},
-        {
-            "script": "x",
-            "script_type": "osis",
-            "job_id": "j1",
-            "caller_id": "c",
-            "context_id": "ctx",
-            "worker_id": "w",
-            "group": "g",
-            "instance": "i",
-            "priority": 0,
-            "timeout": 9,
-            "retries": 2,
-            "env_vars": {"A": "1"},
-            "prerequisites": ["p1", "p2"],
-        },
-    ],
+    [{"script": "x", "script_type": "python"}, FULL],
 )
 def test_from_valid_builds_what_parse_builds(data: dict[str, Any]) -> None:
     data = {"job_id": "fixed", **data}
@@ -71,3 +70,26 @@ def test_a_spec_cannot_be_changed_nor_can_the_env_vars_all_specs_share() -> None
     assert JobSpec(script="x", script_type="python", job_id="j2").env_vars == {}
     args = library.submit_many(False, [(spec, "q")]).args  # start flag, id, prerequisites, fields
     assert args[3 + library.SUBMIT_FIELDS.index("env_vars")] == "{}"
+
+
+def test_from_valid_takes_each_field_given_and_the_defaults_for_the_rest() -> None:
+    """``from_valid`` builds a spec by position (one per job submitted): every
+    field lands where its name says, and an absent one is the JobSpec's default."""
+    spec = JobSpec.from_valid(FULL, TYPES)
+    assert spec._asdict() == {**FULL, "prerequisites": ("p1", "p2"), "stream": False}
+    bare = JobSpec.from_valid({"script": "x", "script_type": "osis", "job_id": "j2"}, TYPES)
+    assert bare == JobSpec(script="x", script_type="osis", job_id="j2")
+    assert JobSpec.from_valid({"script": "x", "script_type": "python"}, TYPES).job_id
+
+
+@pytest.mark.parametrize("env_vars", [None, {}])
+def test_a_spec_without_env_vars_shares_the_read_only_empty_mapping(env_vars: Any) -> None:
+    """No dict is made for a job without env_vars (most jobs): it gets the
+    one empty mapping every such spec shares, which refuses writes."""
+    data: dict[str, Any] = {"script": "x", "script_type": "osis", "job_id": "j1"}
+    if env_vars is not None:
+        data["env_vars"] = env_vars
+    spec = JobSpec.from_valid(data, TYPES)
+    assert spec.env_vars is JobSpec._field_defaults["env_vars"]
+    with pytest.raises(TypeError):
+        spec.env_vars["A"] = "1"

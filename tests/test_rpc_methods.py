@@ -14,6 +14,7 @@ contract's result schemas (``check_results``). Jobs ``a1`` (alice's) and
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +28,7 @@ from gateway.config import Config
 from gateway.errors import JobNotFound
 from gateway.rpc.backends import Backends
 from gateway.rpc.context import ANONYMOUS, CallContext, Identity
-from gateway.rpc.methods import build_dispatcher
+from gateway.rpc.methods import build_dispatcher, build_methods
 from gateway.rpc.protocol import handle_frame
 from gateway.rpc.subscriptions import EVENT_METHOD, ConnectionSubscriptions
 from gateway.supervisor import Supervisor
@@ -122,6 +123,47 @@ async def test_a_jobspec_the_contract_accepted_reaches_the_supervisor(
     assert (stored["priority"], stored["timeout"], stored["retries"]) == (2, 30, 1)
     assert stored["env_vars"] == {"K": "v"} and stored["caller_id"] is None
     assert stored["status"] == ("finished" if "run" in method else "created")
+
+
+async def test_a_users_batch_is_answered_in_order_each_element_on_its_own(
+    backends: Backends, jobs: Supervisor
+) -> None:
+    """The throughput path: a batch of ``job.create`` and ``job.start`` (merged
+    submits and starts, handlers that hand on the supervisor's awaitable)
+    answers every element in its place, each as that call answers alone."""
+    calls = [
+        ("job.create", {"job": dict(SPEC, job_id="o1")}),
+        ("job.create", {"job": dict(SPEC, job_id="o2", prerequisites=["nowhere"])}),
+        ("job.start", {"job_id": "o1"}),
+        ("job.start", {"job_id": "b1"}),  # bob's: answered as missing
+        ("job.create", {"job": dict(SPEC, job_id="o3", priority=9)}),
+        ("start_job", {"job_id": "a1"}),
+        ("job.start", {"job_id": "o1"}),  # started by its own batch already
+    ]
+    frame = [
+        {"jsonrpc": "2.0", "method": m, "params": p, "id": i} for i, (m, p) in enumerate(calls)
+    ]
+    dispatcher = build_dispatcher(backends, check_results=True)
+    reply = await handle_frame(json.dumps(frame), dispatcher, CallContext(ALICE))
+    answers = json.loads(reply or "[]")
+    assert [a["id"] for a in answers] == list(range(len(calls)))
+    queue = "hero:q:work:type:python"
+    assert answers[0]["result"] == {"job_id": "o1", "status": "created"}
+    assert answers[2]["result"] == {"job_id": "o1", "status": "dispatched", "queue": queue}
+    assert answers[5]["result"] == {"job_id": "a1", "status": "dispatched", "queue": queue}
+    assert [code(a) for a in answers] == [None, -32602, None, -32001, -32602, None, -32002]
+    assert answers[1]["error"]["data"]["path"] == "job.prerequisites"
+    assert answers[4]["error"]["data"]["path"] == "job.priority"
+    assert (await jobs.get("o1"))["caller_id"] == "alice"
+    assert await job_ids(jobs) == {"a1", "b1", "o1"}
+
+
+def test_handlers_that_only_hand_on_make_no_coroutine_of_their_own(backends: Backends) -> None:
+    """Each awaits nothing of its own: the dispatcher awaits the supervisor's
+    awaitable (one coroutine frame fewer per call, every ``job.start`` of a batch)."""
+    methods = build_methods(backends)
+    for name in ("job.start", "job.status", "job.get", "job.stop", "job.logs", "job.output"):
+        assert not inspect.iscoroutinefunction(methods[name]), name
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway import errors
-from gateway.rpc import codes
+from gateway.rpc import codes, wellformed
 from gateway.rpc.context import ANONYMOUS, CallContext
 from gateway.rpc.dispatch import Dispatcher, Handler
 from gateway.rpc.messages import Failure, Request
@@ -219,43 +219,64 @@ async def test_batch_of_non_objects_answers_each() -> None:
         assert_error(item, codes.INVALID_REQUEST, None)
 
 
-@pytest.mark.parametrize(
-    ("message", "id"),
-    [
-        ({"method": "job.list", "id": 7}, 7),  # no jsonrpc
-        ({"jsonrpc": "1.0", "method": "job.list", "id": 7}, 7),
-        ({"jsonrpc": 2.0, "method": "job.list", "id": 7}, 7),
-        ({"jsonrpc": "2.0", "id": "a"}, "a"),  # no method
-        ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, None),  # the spec's example
-        ({"jsonrpc": "2.0", "method": None, "id": 7}, 7),
-        ({"jsonrpc": "2.0", "method": "job.list", "params": "bar", "id": 7}, 7),
-        ({"jsonrpc": "2.0", "method": "job.list", "params": 3, "id": 7}, 7),
-        ({"jsonrpc": "2.0", "method": "job.list", "params": None, "id": 7}, 7),
-        ({"jsonrpc": "2.0", "method": "job.list", "id": True}, None),
-        ({"jsonrpc": "2.0", "method": "job.list", "id": {"a": 1}}, None),
-        ({"jsonrpc": "2.0", "method": "job.list", "id": [1]}, None),
-        ({"jsonrpc": "2.0", "method": "job.list", "id": 7, "extra": 1}, 7),
-    ],
-    ids=[
-        "no-jsonrpc",
-        "jsonrpc-1.0",
-        "jsonrpc-number",
-        "no-method",
-        "spec-example",
-        "method-null",
-        "params-string",
-        "params-number",
-        "params-null",
-        "id-bool",
-        "id-object",
-        "id-array",
-        "extra-member",
-    ],
-)
+#: Request objects that are not valid Requests, with the id their -32600 echoes.
+INVALID_OBJECTS: list[tuple[dict[str, Any], Any]] = [
+    ({"method": "job.list", "id": 7}, 7),  # no jsonrpc
+    ({"jsonrpc": "1.0", "method": "job.list", "id": 7}, 7),
+    ({"jsonrpc": 2.0, "method": "job.list", "id": 7}, 7),
+    ({"jsonrpc": "2.0", "id": "a"}, "a"),  # no method
+    ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, None),  # the spec's example
+    ({"jsonrpc": "2.0", "method": None, "id": 7}, 7),
+    ({"jsonrpc": "2.0", "method": "job.list", "params": "bar", "id": 7}, 7),
+    ({"jsonrpc": "2.0", "method": "job.list", "params": 3, "id": 7}, 7),
+    ({"jsonrpc": "2.0", "method": "job.list", "params": None, "id": 7}, 7),
+    ({"jsonrpc": "2.0", "method": "job.list", "id": True}, None),
+    ({"jsonrpc": "2.0", "method": "job.list", "id": {"a": 1}}, None),
+    ({"jsonrpc": "2.0", "method": "job.list", "id": [1]}, None),
+    ({"jsonrpc": "2.0", "method": "job.list", "id": 7, "extra": 1}, 7),
+    ({"jsonrpc": "2.0", "method": "job.list", "params": "bar", "id": 2.5}, 2.5),
+    ({"jsonrpc": "2.0", "method": "job.list", "params": None}, None),
+]
+INVALID_OBJECT_IDS = [
+    "no-jsonrpc",
+    "jsonrpc-1.0",
+    "jsonrpc-number",
+    "no-method",
+    "spec-example",
+    "method-null",
+    "params-string",
+    "params-number",
+    "params-null",
+    "id-bool",
+    "id-object",
+    "id-array",
+    "extra-member",
+    "float-id",
+    "params-null-no-id",
+]
+
+
+@pytest.mark.parametrize(("message", "id"), INVALID_OBJECTS, ids=INVALID_OBJECT_IDS)
 async def test_invalid_request_objects(message: dict[str, Any], id: Any) -> None:
     err = assert_error(await rpc(json.dumps(message)), codes.INVALID_REQUEST, id)
     assert isinstance(err["data"]["message"], str)
     assert calls == []
+
+
+@pytest.mark.parametrize(("message", "id"), INVALID_OBJECTS, ids=INVALID_OBJECT_IDS)
+async def test_an_invalid_object_in_a_long_plain_batch_is_answered_as_alone(
+    message: dict[str, Any], id: Any
+) -> None:
+    """A long plain-ASCII batch takes the parser's depth-only path; an invalid
+    element there gets the very answer it gets alone, in its place."""
+    valid = {"jsonrpc": "2.0", "method": "job.list", "params": {}}
+    frame = [*({**valid, "id": n} for n in range(40)), message]
+    text = json.dumps(frame)
+    assert text.isascii() and wellformed.may_be_deep(text)
+    answers = await rpc(text)
+    alone = await rpc(json.dumps(message))
+    assert len(answers) == 41 and answers[-1] == alone
+    assert [a["id"] for a in answers[:40]] == list(range(40))
 
 
 async def test_huge_number_id_is_not_an_id() -> None:

@@ -73,6 +73,8 @@ def from_hex(written: str) -> str:
 #: Priority 1 (normal) is the plain queue key, so plain Hero actors see normal
 #: jobs; 0 (high) and 2 (low) get their own queues (``keys.work_queue``).
 DEFAULT_PRIORITY = 1
+#: Seconds a job may run when its spec does not say (the contract's JobSpec default).
+DEFAULT_TIMEOUT = 300
 
 _INT_FIELDS = ("timeout", "retries", "priority", "attempt")
 _JSON_FIELDS: dict[str, Any] = {"env_vars": {}, "prerequisites": [], "dependents": []}
@@ -94,18 +96,6 @@ _NULLABLE = (
 #: The hash fields a client sees: the contract's Job. Ours that are internal
 #: (ctl, lease, mode, entry, legacy) and those an outside producer added are not.
 _SHOWN = frozenset(contract.resolve("#/components/schemas/Job")["properties"])
-#: JobSpec fields taken as given when present (``JobSpec.from_valid``); the
-#: defaults of its fields apply when absent.
-_PLAIN_FIELDS = (
-    "caller_id",
-    "context_id",
-    "worker_id",
-    "group",
-    "instance",
-    "priority",
-    "timeout",
-    "retries",
-)
 
 
 #: A JobSpec's env_vars when it has none: one shared mapping, read-only.
@@ -126,7 +116,7 @@ class JobSpec(NamedTuple):
     group: str = ""
     instance: str = ""
     priority: int = DEFAULT_PRIORITY
-    timeout: int = 300
+    timeout: int = DEFAULT_TIMEOUT
     retries: int = 0
     env_vars: Mapping[str, str] = _NO_ENV
     prerequisites: tuple[str, ...] = ()
@@ -165,14 +155,27 @@ class JobSpec(NamedTuple):
             found += _stream_problems(data)
         if found:
             raise _invalid(found)
+        get = data.get
+        env_vars = get("env_vars")
+        prerequisites = get("prerequisites")
+        # Positional, in the fields' order, each absent one its default: one is
+        # built per job submitted, and a dict of the present fields spread as
+        # keywords took three times as long (2.5 against 0.8 µs, ``timeit``).
         return cls(
-            script=data["script"],
-            script_type=script_type,
-            job_id=data.get("job_id") or str(uuid.uuid4()),
-            env_vars=dict(data.get("env_vars", {})),
-            prerequisites=tuple(data.get("prerequisites", ())),
-            stream=stream,
-            **{name: data[name] for name in _PLAIN_FIELDS if name in data},
+            data["script"],
+            script_type,
+            get("job_id") or str(uuid.uuid4()),
+            get("caller_id", ""),
+            get("context_id", ""),
+            get("worker_id", ""),
+            get("group", ""),
+            get("instance", ""),
+            get("priority", DEFAULT_PRIORITY),
+            get("timeout", DEFAULT_TIMEOUT),
+            get("retries", 0),
+            dict(env_vars) if env_vars else _NO_ENV,
+            tuple(prerequisites) if prerequisites else (),
+            stream,
         )
 
 

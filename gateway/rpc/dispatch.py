@@ -106,12 +106,13 @@ class Dispatcher:
         It never raises (a raise would reach jsonrpcserver, which puts
         ``str(exc)`` in the response), and any params bind to it
         (``jsonrpc.accepts_any``): the contract's params check is the one that
-        answers. The method's scope and params check are looked up here,
-        once, not per call."""
+        answers. The method's scope, params check and result check (tests
+        only) are looked up here, once, not per call."""
         scope = self._scopes[name]
         params_check = self._params[name].check
         access = self._access
         observe = self._observe
+        result_check = self._results.get(name)
 
         async def method(ctx: CallContext, /, *args: Any, **kwargs: Any) -> jsonrpc.Result:
             started = time.perf_counter()
@@ -122,7 +123,8 @@ class Dispatcher:
                 if access.restricts(who, scope):
                     checked = access.admit(who, checked)
                 value = await handler(checked, ctx)
-                self._check_result(name, value)
+                if result_check is not None:
+                    _check_result(name, result_check, value)
                 result = jsonrpc.Success(value)
             except HeroError as exc:
                 code = exc.code
@@ -140,14 +142,13 @@ class Dispatcher:
 
         return jsonrpc.accepts_any(method)
 
-    def _check_result(self, method: str, result: Any) -> None:
-        validator = self._results.get(method)
-        if validator is None:
-            return
-        found = validator.problems(result)
-        if found:
-            log.error("rpc result breaks the contract", extra={"method": method, "problems": found})
-            raise HeroError()
+
+def _check_result(method: str, validator: Schema, result: Any) -> None:
+    """A result that breaks the method's result schema is a server bug: -32603."""
+    found = validator.problems(result)
+    if found:
+        log.error("rpc result breaks the contract", extra={"method": method, "problems": found})
+        raise HeroError()
 
 
 def _data(exc: jsonrpc.JsonRpcError) -> Any:

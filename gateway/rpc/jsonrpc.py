@@ -74,8 +74,8 @@ _LEAKY = frozenset({ERROR_INTERNAL_ERROR, ERROR_SERVER_ERROR})
 async def route(request: Request, methods: dict[str, Method], context: Any) -> Response | None:
     """jsonrpcserver's answer to one parsed Request (None for a notification).
 
-    The Request goes to jsonrpcserver's own per-request steps (``_routed``:
-    its method lookup and its call), and its ``to_response`` builds the
+    The Request goes to jsonrpcserver's own per-request steps (its method
+    lookup and its call, see ``accepts_any``), and its ``to_response`` builds the
     response from what the method returned; not
     through its entry point, which would parse and validate an envelope
     checked already and gather a task even for one request: a lone call runs
@@ -91,7 +91,12 @@ async def route(request: Request, methods: dict[str, Method], context: Any) -> R
     params = [] if request.params is None else request.params
     theirs = _TheirRequest(request.method, params, NOID if request.notification else request.id)
     try:
-        result = await _routed(methods, context, theirs)
+        # jsonrpcserver's ``dispatch_request`` without its params bind (see
+        # ``accepts_any``), spelled here rather than in a coroutine of its own:
+        # one coroutine fewer for every call a batch makes.
+        result = dispatcher.get_method(methods, theirs.method)
+        if not isinstance(result, Left):
+            result = await async_dispatcher.call(theirs, context, result._value)
         if request.notification:
             return None
         response = to_response(theirs, result)
@@ -136,27 +141,19 @@ def _internal(request: Request) -> Failure:
     return Failure(request.id, ERROR_INTERNAL_ERROR, HeroError.default_message)
 
 
-async def _routed(methods: dict[str, Method], context: Any, request: _TheirRequest) -> Result:
-    """jsonrpcserver's ``dispatch_request`` without its params bind: its method
-    lookup (a Method not found result for a name not in ``methods``), then its
-    call of the method, which maps what the method raises into a result.
-
-    The bind it leaves out is ``inspect.signature(method).bind(...)`` on every
-    request, 3.4 µs of the 7 µs jsonrpcserver takes per request (about a tenth
-    of the gateway's CPU per job in batches, bench/analysis.md), and it always
-    passes for the methods ``accepts_any`` lets in: the contract's params check
-    is the one that answers -32602."""
-    found = dispatcher.get_method(methods, request.method)
-    if isinstance(found, Left):
-        return found
-    return await async_dispatcher.call(request, context, found._value)
-
-
 def accepts_any(method: Method) -> Method:
     """``method``, which must be of signature ``(ctx, /, *args, **kwargs)``
     (else TypeError): any params bind to it, so jsonrpcserver's params bind,
-    left out by ``_routed``, could never refuse a call to it. The context is
-    positional-only so a param may be called ``ctx`` too."""
+    left out by ``route``, could never refuse a call to it. The context is
+    positional-only so a param may be called ``ctx`` too.
+
+    ``route`` takes jsonrpcserver's ``dispatch_request`` apart to leave the
+    bind out: its method lookup (a Method not found result for a name not in
+    the table), then its call of the method, which maps what the method
+    raises into a result. The bind is ``inspect.signature(method).bind(...)``
+    on every request, 3.4 µs of the 7 µs jsonrpcserver took per request
+    (bench/analysis.md), and it always passes for the methods let in here: the
+    contract's params check is the one that answers -32602."""
     kinds = [p.kind for p in inspect.signature(method).parameters.values()]
     if kinds != [_P.POSITIONAL_ONLY, _P.VAR_POSITIONAL, _P.VAR_KEYWORD]:
         raise TypeError(f"not (ctx, /, *args, **kwargs): {inspect.signature(method)}")

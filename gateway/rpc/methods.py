@@ -9,14 +9,19 @@ are checked to be its own by the supervisor's reads), calls the supervisor
 and returns its answer as the contract shapes it. No handler knows a Redis
 key or decides anything about queues.
 
+A handler that only hands its params on returns the supervisor's awaitable
+rather than awaiting it in a coroutine of its own: the dispatcher awaits it
+in the same ``try``, so what it raises is answered the same, and each such
+call (every ``job.start`` of a batch) is one coroutine frame shorter
+(docs/performance.md).
+
 The Hero names (create_job, …) are the same handlers under their old names;
 the contract marks them deprecated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable
 from typing import Any
 
 from gateway import contract
@@ -97,33 +102,31 @@ class _Handlers:
     # -- jobs --------------------------------------------------------------------
 
     async def job_create(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():  # the configured types here, prerequisites in the supervisor
-            job = self._backends.job_spec(params["job"])
-            return await self._sup.create(job)
+        with _JOB_PARAM:  # the configured types here, prerequisites in the supervisor
+            return await self._sup.create(self._backends.job_spec(params["job"]))
 
-    async def job_start(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.start(params["job_id"], params.get("caller_id"))
+    def job_start(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.start(params["job_id"], params.get("caller_id"))
 
     async def job_run(self, params: Params, ctx: CallContext) -> JsonObject:
-        with _job_param():  # the configured types here, prerequisites in the supervisor
-            job = self._backends.job_spec(params["job"])
-            return await self._sup.run(job, params.get("wait"))
+        with _JOB_PARAM:  # the configured types here, prerequisites in the supervisor
+            return await self._sup.run(self._backends.job_spec(params["job"]), params.get("wait"))
 
-    async def job_output(self, params: Params, ctx: CallContext) -> JsonObject:
+    def job_output(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
         """A user's ``caller_id`` (set by ``access``) holds the wait to that
         user's job: the id may be deleted and taken by another caller meanwhile."""
-        return await self._sup.output(
+        return self._sup.output(
             params["job_id"], params.get("wait"), caller_id=params.get("caller_id")
         )
 
-    async def job_status(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.status(params["job_id"], params.get("caller_id"))
+    def job_status(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.status(params["job_id"], params.get("caller_id"))
 
-    async def job_get(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.get(params["job_id"], params.get("caller_id"))
+    def job_get(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.get(params["job_id"], params.get("caller_id"))
 
-    async def job_list(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.list_jobs(
+    def job_list(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.list_jobs(
             status=params.get("status"),
             script_type=params.get("script_type"),
             caller_id=params.get("caller_id"),
@@ -131,8 +134,8 @@ class _Handlers:
             limit=params.get("limit", 50),
         )
 
-    async def job_stop(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.stop(params["job_id"], params.get("caller_id"))
+    def job_stop(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.stop(params["job_id"], params.get("caller_id"))
 
     async def job_delete(self, params: Params, ctx: CallContext) -> JsonObject:
         """A user (``caller_id`` set by ``access``) is told a job that is not
@@ -143,13 +146,13 @@ class _Handlers:
             raise JobNotFound(params["job_id"])
         return answer
 
-    async def job_purge(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.purge(
+    def job_purge(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.purge(
             params.get("status", "finished"), older_than=params.get("older_than", 0.0)
         )
 
-    async def job_logs(self, params: Params, ctx: CallContext) -> JsonObject:
-        return await self._sup.logs(params["job_id"], params.get("caller_id"))
+    def job_logs(self, params: Params, ctx: CallContext) -> Awaitable[JsonObject]:
+        return self._sup.logs(params["job_id"], params.get("caller_id"))
 
     # -- subscriptions -------------------------------------------------------------
 
@@ -218,19 +221,28 @@ def _subscriptions(ctx: CallContext) -> Subscriptions:
     return ctx.subscriptions
 
 
-@contextmanager
-def _job_param() -> Iterator[None]:
+class _JobParam:
     """Re-raises an InvalidJob (the model's or the supervisor's; ``data``: a list of
     ``{"field", "message", "schema_path"}`` relative to JobSpec) in the shape of
     every other -32602 (``{"path", "schema_path", "message", "errors"}``, paths
-    under the ``job`` param, schema paths as contract locations)."""
-    try:
-        yield
-    except InvalidJob as exc:
+    under the ``job`` param, schema paths as contract locations).
+
+    A class rather than a ``contextlib.contextmanager``: every ``job.create``
+    enters it, and a generator's context manager costs a generator and three
+    calls through contextlib each time (0.9 against 0.2 µs, ``timeit``)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if not isinstance(exc, InvalidJob):
+            return
         found = [_job_problem(p) for p in exc.data or () if isinstance(p, dict)]
-        if not found:
-            raise
-        raise InvalidParams(exc.message, {**found[0], "errors": found}) from exc
+        if found:
+            raise InvalidParams(exc.message, {**found[0], "errors": found}) from exc
+
+
+_JOB_PARAM = _JobParam()
 
 
 def _job_problem(problem: dict[str, Any]) -> dict[str, str]:

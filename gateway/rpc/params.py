@@ -48,16 +48,19 @@ class ParamsValidator:
         """
         if params is None or params == []:
             params = {}
+        if isinstance(params, dict) and self._validator.passes(params):  # every valid call
+            return params
         if not isinstance(params, dict):
             where = f"#{self._method_pointer}/paramStructure"
             raise self._error([_problem("", "params must be an object (by name)", where)])
         keys = params.keys()
         found = [] if self._required <= keys <= self._known else self._names(params)
         if not found:
-            found = [self._located(p) for p in self._validator.problems(params)]
-        if found:
-            raise self._error(found)
-        return params
+            problems = self._validator.problems(params)
+            if not problems:  # valid after all (the fast check was not sure)
+                return params
+            found = [self._located(p) for p in problems]
+        raise self._error(found)
 
     def _names(self, params: dict[str, Any]) -> list[Problem]:
         """Missing and unknown param names, each under its own name (jsonschema

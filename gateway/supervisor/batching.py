@@ -29,18 +29,27 @@ class Merger(Generic[Item]):
         self._flush = flush
         self._pending: list[tuple[Item, asyncio.Future[Any]]] = []
         self._senders: set[asyncio.Task[None]] = set()
+        #: The loop of the pending items' turn, looked up by the turn's first
+        #: item only: ``get_running_loop`` makes a ``getpid`` system call each
+        #: time (CPython 3.11), about 0.2 µs, and every job of a batch submits.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def submit(self, item: Item) -> Any:
-        """The item's answer (or its error), flushed with whatever else was
-        submitted in this turn of the loop."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, fut))
-        if len(self._pending) == 1:
+    def submit(self, item: Item) -> asyncio.Future[Any]:
+        """The item's answer (or its error) to await, flushed with whatever
+        else was submitted in this turn of the loop. The future itself, not a
+        coroutine awaiting it: every job of a batch submits, and a coroutine
+        is one frame more to make, resume and unwind each time. (Cancelling
+        the future, or the task awaiting it, leaves its answer to nobody.)"""
+        loop = self._loop
+        if not self._pending or loop is None:
+            loop = self._loop = asyncio.get_running_loop()
             # Runs after every task already scheduled for this turn has submitted.
-            task = asyncio.create_task(self._send())
+            task = loop.create_task(self._send())
             self._senders.add(task)
             task.add_done_callback(self._senders.discard)
-        return await fut
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((item, fut))
+        return fut
 
     async def _send(self) -> None:
         batch, self._pending = self._pending, []
