@@ -224,6 +224,34 @@ async def test_on_the_actor_user_a_deleted_jobs_report_leaves_the_next_job_runni
         await sup.close()
 
 
+async def test_an_actor_user_without_a_command_the_claim_needs_is_refused_aloud(
+    locked: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """An actor user set by an older ``acl --apply`` (without RPOP, which a
+    claim pops with since 2026-12-07): the cycle fails with Redis's refusal,
+    where it used to pass the queue over as if it were of another type and
+    claim nothing, every cycle, silently. The job stays queued."""
+    admin = redis.Redis.from_url(url_as(locked, "hero-admin", PASSWORDS["HERO_ACL_ADMIN_PASSWORD"]))
+    gateway_url = url_as(locked, "hero-gateway", PASSWORDS["HERO_ACL_GATEWAY_PASSWORD"])
+    sup = await Supervisor.connect(Config(redis_url=gateway_url, log_dir=str(tmp_path)))
+    link = ActorLink(Config(redis_url=url_as(locked, "hero-actor",
+                                             PASSWORDS["HERO_ACL_ACTOR_PASSWORD"])),
+                     "osis", "g", "older")  # fmt: skip
+    await link.open()
+    try:
+        admin.execute_command("ACL", "SETUSER", "hero-actor", "-rpop")
+        await sup.create(job(script_type="osis", job_id="q1"))
+        await sup.start("q1")
+        with pytest.raises(redis.exceptions.ResponseError, match="can't run this command"):
+            await link.cycle([], 2)
+        assert (await sup.get("q1"))["status"] == "dispatched"
+        assert admin.lrange(keys.work_queue("osis"), 0, -1) == [b"q1"]
+    finally:
+        await link.close()
+        await sup.close()
+        admin.close()
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("stream_types", [(), ("osis",)], ids=["lists", "stream"])
 async def test_a_real_actor_on_the_actor_user_serves_jobs(

@@ -204,8 +204,8 @@ async def test_the_jobs_one_call_ends_share_a_tombstone_and_all_leave_the_indexe
         await actor.close()
     (tombstone,) = await rds.zrange(keys.EXPIRING, 0, -1)
     assert json.loads(tombstone) == {
-        "ids": [c.job_id for c in claimed], "status": "finished", "script_type": "osis",
-        "caller_id": "alice",
+        "ids": [c.job_id for c in claimed], "id": claimed[0].job_id, "status": "finished",
+        "script_type": "osis", "caller_id": "alice",
     }  # fmt: skip
     for job_id in ids:
         assert len(await indexed(rds, job_id, "alice")) == 4
@@ -252,3 +252,24 @@ async def test_a_prune_takes_whole_tombstones_until_its_limit(
     assert await rds.zcard(keys.EXPIRING) == 1
     assert await library.call(kept_briefly.wire, config, prune) == 1
     assert await rds.zcard(keys.EXPIRING) == 0
+
+
+async def test_a_tombstone_names_at_most_a_hundred_jobs(
+    kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
+) -> None:
+    """A call that ends many jobs (a stop failing 250 waiting dependents)
+    writes tombstones of at most 100 jobs each, so one prune call stays near
+    its limit; each names its first job under ``id`` too, as a one-job
+    tombstone did, for a library that reads only that."""
+    rds = private[1]
+    await kept_briefly.create(spec("parent", script_type="osis"))
+    await asyncio.gather(*(kept_briefly.create(spec(f"d{i:03d}", script_type="osis",
+                                                   prerequisites=["parent"]))
+                           for i in range(250)))  # fmt: skip
+    await asyncio.gather(*(kept_briefly.start(f"d{i:03d}") for i in range(250)))
+    await kept_briefly.stop("parent")
+    tombstones = [json.loads(t) for t in await rds.zrange(keys.EXPIRING, 0, -1)]
+    failed = [t for t in tombstones if t["status"] == "error"]
+    assert sorted(len(t["ids"]) for t in failed) == [50, 100, 100]
+    assert sorted(i for t in failed for i in t["ids"]) == [f"d{i:03d}" for i in range(250)]
+    assert all(t["id"] == t["ids"][0] for t in tombstones)

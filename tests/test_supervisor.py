@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from gateway.actor import Actor, JobContext
 from gateway.config import Config
 from gateway.errors import InvalidJob, InvalidParams, InvalidState, JobNotFound
-from gateway.model import Outcome
+from gateway.model import JobSpec, Outcome
 from gateway.model import library as functions
 from gateway.model.claim import CLAIMED_WIDTH
 from gateway.supervisor import STATUSES, TERMINAL, Supervisor, keys, library
@@ -68,6 +68,28 @@ async def test_a_job_hash_is_a_hash_table_and_a_status_index_a_skiplist(
     created = keys.index_status("created")
     assert await rds.object("encoding", created) == "skiplist"
     assert sorted(await rds.zrange(created, 0, -1)) == ids
+
+
+async def test_a_job_id_longer_than_a_claim_takes_is_refused_at_submit(
+    sup: Supervisor, rds: aioredis.Redis, config: Config
+) -> None:
+    """The RPC refuses ids past 128 characters; a JobSpec built in-process is
+    trusted, so hero.lua refuses one past 1,024 bytes itself (a claim drops
+    such an id, and the status indexes' long member is longer), alone."""
+    long_id, short_id = "x" * 2000, "next-to-it"
+    spec = JobSpec(script="s", script_type="osis", job_id=long_id)
+    call = functions.submit_many(
+        False,
+        [
+            (spec, keys.work_queue("osis")),
+            (spec._replace(job_id=short_id), keys.work_queue("osis")),
+        ],
+    )
+    refused, created = await library.call(sup.wire, config, call)
+    assert isinstance(refused, functions.Refused) and "1024 bytes" in str(refused)
+    assert not isinstance(created, functions.Refused) and created.status == "created"
+    assert not await rds.exists(keys.job(long_id))
+    assert await rds.zscore(keys.INDEX_ALL, long_id) is None
 
 
 # -- routing and priorities ---------------------------------------------------

@@ -67,6 +67,16 @@ end
 local rcall, rpcall, tonumber, tostring, type, ipairs, pairs, next, unpack, pcall, error,
   format, sub, find, gmatch, floor, min, max, insert, remove, concat, encode, decode
 
+-- The most entries an approximate trim of a stream takes (Redis's default
+-- for one: 100 nodes of 100 entries).
+local TRIM_LIMIT = 10000
+
+-- The longest job id a submit or a claim takes: the contract's are at most
+-- 128 characters; a 5 MB id pushed by anyone made a listing page of 15 MB
+-- whose cursor could not be sent back (and the status indexes' long member,
+-- see zadd_status, is longer).
+local MAX_ID_BYTES = 1024
+
 local TERMINAL = {finished = true, error = true, stopped = true, timeout = true, dlq = true}
 local FAILED = {error = true, stopped = true, timeout = true, dlq = true}
 local QUEUED = {created = true, waiting = true, dispatched = true, retrying = true}
@@ -169,7 +179,7 @@ local function context(args)
     -- counts: status -> script type -> transitions emitted (see `emit`);
     -- ended: status -> script type -> caller -> the ids this call ended (see retain);
     -- refused: job ids whose queue refused their push (see close_pushes);
-    -- trim: the events streams to trim at `flush` (1: the events, 2: also the ended).
+    -- events, ends: the events and ended copies the call wrote, trimmed at `flush`.
   }
   ctx.time = t  -- (for `run_token`)
   current = ctx
@@ -243,12 +253,14 @@ end
 -- the jobs in flight (created, dispatched, started) hover at that size under
 -- load, and each move in or out of them cost about 20,000 instructions, as
 -- much as the rest of the transition (docs/performance.md). A member longer
--- than zset-max-listpack-value makes Redis keep the set as a skiplist, and it
--- never turns one back; but a set that empties is deleted, and the next ZADD
--- makes a listpack again (the created index empties whenever every created
--- job has been started). So a status index that is not a skiplist gets such
--- a member before its ZADD (a missing one is made a skiplist at once), removed
--- again in the same call: nobody sees it.
+-- than zset-max-listpack-value makes Redis keep the set as a skiplist, and
+-- ZADD and ZREM never turn one back; but a set that empties is deleted, and
+-- the next ZADD makes a listpack again (the created index empties whenever
+-- every created job has been started), as does a restart. So a status index
+-- that is not a skiplist gets such a member before its ZADD (a missing one is
+-- made a skiplist at once), removed again in the same call: no reader of the
+-- data sees it (the AOF, a replica's stream and keyspace notifications carry
+-- both writes). No job id is that member: submit refuses ids that long.
 local long_member  -- 1100 bytes: longer than any job id a Function takes (built at first use)
 
 local function zadd_status(key, list)
@@ -326,7 +338,8 @@ end
 -- from the start, each of its reads and writes is a lookup
 -- (docs/performance.md): its first HSET sets `updated_at` to a long value
 -- first (Redis turns the hash over before it writes a field), and to its
--- real value later in the same command (`w` holds it), so nobody sees it.
+-- real value later in the same command (`w` holds it), so no reader of the
+-- data sees it (the AOF and a replica's stream carry the command as it is).
 -- A job whose log path is short takes the hash table's memory without
 -- needing it: about 1.4 KB more while it is kept.
 local hashtable_value  -- (built at first use: string.rep is not there while the library loads)
@@ -348,10 +361,12 @@ local function flush(ctx)
     ctx.zadds, ctx.zkeys = nil, nil
   end
   if ctx.ended then write_tombstones(ctx) end
-  if ctx.trim then  -- the events of the call, trimmed once (see `emit`)
-    rcall('XTRIM', EVENTS, 'MAXLEN', '~', ctx.maxlen)
-    if ctx.trim == 2 then rcall('XTRIM', ENDED, 'MAXLEN', '~', ENDED_MAXLEN) end
-    ctx.trim = nil
+  if ctx.events then  -- the events of the call, trimmed once (see `emit`)
+    rcall('XTRIM', EVENTS, 'MAXLEN', '~', ctx.maxlen, 'LIMIT', TRIM_LIMIT * ctx.events)
+    if ctx.ends then
+      rcall('XTRIM', ENDED, 'MAXLEN', '~', ENDED_MAXLEN, 'LIMIT', TRIM_LIMIT * ctx.ends)
+    end
+    ctx.events, ctx.ends = nil, nil
   end
   if ctx.counts then
     for status, per in pairs(ctx.counts) do
@@ -426,6 +441,8 @@ local OUTPUT_IN_EVENT = 4096
 -- The streams are trimmed once per call (`flush`, the same approximate
 -- MAXLEN an XADD would apply) rather than by each XADD: nobody sees inside a
 -- call, and each XADD's trim check and its four arguments were paid per event.
+-- An approximate trim takes at most TRIM_LIMIT entries (see there): the
+-- call's trim may take that many per event it wrote, as its XADDs could.
 local EVENT_FIELD_BYTES = 512
 local function short(value)
   if not value then return '' end
@@ -458,13 +475,13 @@ local function emit(ctx, id, status, err, event, output)
     local out = output or rcall('HGET', JOB .. id, 'output') or ''
     more = #out <= OUTPUT_IN_EVENT and {'output', out} or NONE
   end
-  ctx.trim = ctx.trim or 1  -- 2: the ended copies too
+  ctx.events = (ctx.events or 0) + 1
   local entry = rcall('XADD', EVENTS, '*', 'job_id', id, 'event', event or status, 'status', status, 'script_type', st,
     'group', group, 'instance', inst, 'actor', actor, 'caller_id', caller, 'attempt', attempt,
     'ts', ctx.ts, 'error', err or '', unpack(more))
   if terminal then  -- for waiters (supervisor/events.py), same id; the
     -- caller lets a waiter admitted for another (an id deleted and taken) be told apart
-    ctx.trim = 2
+    ctx.ends = (ctx.ends or 0) + 1
     rcall('XADD', ENDED, entry, 'job_id', id, 'status', status, 'caller_id', caller, 'error', err or '', unpack(more))
   end
   return entry
@@ -483,11 +500,14 @@ end
 
 -- An ended job, its reply and its logs live `ttl` more seconds; a tombstone
 -- remembers which indexes to clean once the hash is gone (hero_prune). The
--- jobs a call ends with the same status, type and caller share one
--- tombstone, {ids, status, script_type, caller_id}, written at `flush`: they
--- expire together, and a tombstone a job (its JSON and its member of a large
--- sorted set) cost about 4 % of a job's Redis. A reply this call pushed got
--- its TTL then (push_reply).
+-- jobs a call ends with the same status, type and caller share a tombstone
+-- of at most TOMBSTONE_IDS, {ids, status, script_type, caller_id}, written at
+-- `flush`: they expire together, and a tombstone a job (its JSON and its
+-- member of a large sorted set) cost about 4 % of a job's Redis. The first
+-- id is under `id` too, as a tombstone of one job had it, so a library from
+-- before shared tombstones still takes one off (pruning that job) if Redis
+-- is given one again. A reply this call pushed got its TTL then (push_reply).
+local TOMBSTONE_IDS = 100
 local function retain(ctx, id, status)
   if ctx.ttl <= 0 then return end
   local jk, ttl_s = JOB .. id, retention(ctx)
@@ -504,8 +524,11 @@ write_tombstones = function(ctx)
   for status, by_type in pairs(ctx.ended) do
     for script_type, by_caller in pairs(by_type) do
       for caller, ids in pairs(by_caller) do
-        rcall('ZADD', EXPIRING, ctx.expiry,
-          encode({ids = ids, status = status, script_type = script_type, caller_id = caller}))
+        for i = 1, #ids, TOMBSTONE_IDS do
+          local part = {unpack(ids, i, min(i + TOMBSTONE_IDS - 1, #ids))}
+          rcall('ZADD', EXPIRING, ctx.expiry, encode({ids = part, id = part[1], status = status,
+            script_type = script_type, caller_id = caller}))
+        end
       end
     end
   end
@@ -1131,6 +1154,7 @@ local SUBMIT_WIDTH = 15
 -- as a prerequisite it is no job: unknown.
 local function submit(ctx, a, i, start_now)
   local id, prereq_json, owner = a[i], a[i + 1], a[i + 4]
+  if #id > MAX_ID_BYTES then error('a job id of more than ' .. MAX_ID_BYTES .. ' bytes') end
   local jk = JOB .. id
   if rcall('EXISTS', jk) == 1 then  -- (a fresh id, the usual job, reads nothing)
     local existing = rpcall('HMGET', jk, 'status', 'queue', 'caller_id')
@@ -1382,10 +1406,6 @@ local function reject(ctx, id, reason)
   fail_now(ctx, id, 'created', reason)
 end
 
--- The longest job id a claim takes: the contract's are at most 128
--- characters; a 5 MB id pushed by anyone made a listing page of 15 MB whose
--- cursor could not be sent back.
-local MAX_ID_BYTES = 1024
 
 -- An id popped from `q` into `held`: the row to run it from, or nil. An
 -- outside id whose hash (or script) is not there yet is parked for
@@ -1465,6 +1485,8 @@ local function claim(ctx, held, who, count, queues, grace_ms, out)
       -- cycle's end.
       local ids = rpcall('RPOP', q, count - #out)
       if type(ids) == 'table' and ids.err then
+        -- (any other refusal, a user without RPOP among them, fails the cycle)
+        if not find(ids.err, 'WRONGTYPE', 1, true) then error(ids) end
         redis.log(redis.LOG_WARNING, 'hero-gateway: queue ' .. q .. ' passed over: ' .. ids.err)
         break
       end
