@@ -144,9 +144,11 @@ def test_crash_between_write_and_ack_gives_duplicates_not_loss(
     ids = add_events(client, 300)
     with pytest.raises(RuntimeError, match="simulated crash"):
         CrashBeforeAck(client, options(tmp_path)).run(once=True)
-    assert len(archived_ids(tmp_path)) == 100 and pending(client) == 100
+    # pending: the batch written and not acked, and the next one, read ahead
+    # of the write (Redis builds it meanwhile) and never taken
+    assert len(archived_ids(tmp_path)) == 100 and pending(client) == 200
     stats = Archiver(client, options(tmp_path)).run(once=True)
-    assert stats.recovered == 100 and stats.events == 300
+    assert stats.recovered == 200 and stats.events == 300
     archived = archived_ids(tmp_path)
     assert len(archived) == 400 and sorted(set(archived)) == sorted(ids)
     # The re-written range got a new name next to the first copy, not over it.
@@ -223,6 +225,69 @@ def test_live_mode_flushes_on_interval_and_stops(client: redis.Redis, tmp_path: 
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+class StopsAfterFirstFlush(Archiver):
+    """Told to stop while its first batch is written: a read is in flight then."""
+
+    def __init__(self, client: redis.Redis, options: ArchiveOptions, stop: threading.Event) -> None:
+        super().__init__(client, options)
+        self.stop = stop
+
+    def flush(self) -> None:
+        self.stop.set()
+        super().flush()
+
+
+def test_a_read_sent_ahead_is_archived_when_the_run_stops(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    ids = add_events(client, 250)
+    stop = threading.Event()
+    stats = StopsAfterFirstFlush(client, options(tmp_path), stop).run(stop=stop)
+    # the first batch, then the one read ahead of its write: taken, not left pending
+    assert stats.events == 200 and stats.flushes == 2
+    assert sorted(archived_ids(tmp_path)) == sorted(ids[:200])
+    assert pending(client) == 0
+
+
+def test_connections_killed_with_a_read_in_flight_lose_nothing(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    name = "archive-under-test"
+    own = redis.Redis.from_url(redis_url, decode_responses=True, client_name=name)
+    killed: list[str] = []
+
+    class KilledMidFlush(Archiver):
+        def flush(self) -> None:
+            if not killed and self._buffer_ids:
+                assert self._link.in_flight  # the next batch, read ahead of this write
+                for c in client.client_list():
+                    if c.get("name") == name:
+                        client.client_kill_filter(_id=c["id"])
+                        killed.append(c["id"])
+            super().flush()
+
+    # one batch: the read sent ahead of its write blocks on the drained stream
+    ids = add_events(client, 100)
+    client.xgroup_create(keys.EVENTS, "archive", id="0")
+    archiver = KilledMidFlush(own, options(tmp_path, block_ms=1000))
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
+    thread.start()
+    try:
+        until(lambda: len(archived_ids(tmp_path)) == 100, what="the first batch")
+        ids += add_events(client, 200, start_ms=BASE_MS + 500_000, prefix="k")
+        until(
+            lambda: not pending(client) and set(archived_ids(tmp_path)) == set(ids),
+            what="every event archived after the kill",
+        )
+    finally:
+        stop.set()
+        thread.join(5)
+        own.close()
+    assert not thread.is_alive()
+    assert killed and archiver.stats.events == 300
 
 
 def test_max_seconds_bounds_a_run_on_an_empty_stream(client: redis.Redis, tmp_path: Path) -> None:

@@ -8,12 +8,14 @@ Delivery is at-least-once and nothing is acknowledged before it is durable:
    then reads new entries (``>``).
 2. Entries are buffered until ``batch`` of them or ``flush_interval`` seconds
    have gone by, then written (``store.write_events``: temp file, fsync,
-   rename, fsync of the folder) and only then ``XACK``-ed.
+   rename, fsync of the folder) and only then ``XACK``-ed. The read of the
+   next batch is sent before a batch is written, so Redis builds it
+   meanwhile; its entries are pending from then on, like any read's.
 
-A crash between the write and the ack re-archives those entries on restart:
-duplicates, removed downstream by event id. Pending entries whose data the
-stream has already trimmed (``MAXLEN``) cannot be archived; they are acked,
-counted as ``lost`` and logged as a warning.
+A crash between the write and the ack re-archives those entries (and the
+batch read ahead) on restart: duplicates, removed downstream by event id.
+Pending entries the stream has trimmed (``MAXLEN``) cannot be archived;
+they are acked, counted as ``lost`` and logged as a warning.
 
 Progress (events, files, rate) and the group's lag (``XINFO GROUPS``) are
 logged after every flush on the ``gateway.pipeline.archive`` logger.
@@ -35,7 +37,7 @@ from gateway.config import DEFAULTS
 from gateway.errors import BackendUnavailable
 from gateway.pipeline.events import EventColumns
 from gateway.pipeline.store import write_events
-from gateway.pipeline.stream_entries import raw_entries, unparsed
+from gateway.pipeline.stream_entries import Entries, GroupLink
 from gateway.supervisor import keys
 
 log = logging.getLogger("gateway.pipeline.archive")
@@ -95,10 +97,7 @@ class Archiver:
 
     def __init__(self, client: redis.Redis, options: ArchiveOptions) -> None:
         self.client = client
-        # The same connections, but XREADGROUP replies left unparsed: the archive
-        # takes the flat field lists as they are and builds columns from them.
-        self._raw = redis.Redis(connection_pool=client.connection_pool)
-        self._raw.set_response_callback("XREADGROUP", unparsed)
+        self._link = GroupLink(client, options.group, options.consumer)
         self.options = options
         self.stats = ArchiveStats()
         self._buffer = EventColumns()
@@ -121,16 +120,13 @@ class Archiver:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def _read(self, start: str, block_ms: int | None) -> tuple[list[str], list[list[str] | None]]:
-        count = max(1, self.options.batch - len(self._buffer))
+    def _read(self, start: str, block_ms: int | None) -> Entries:
+        """The read in flight (sent ahead by ``_step``), else a new one."""
+        if not self._link.in_flight:
+            count = max(1, self.options.batch - len(self._buffer))
+            self._link.send_read(start, count, block_ms)
         try:
-            reply = self._raw.xreadgroup(
-                self.options.group,
-                self.options.consumer,
-                {keys.EVENTS: start},
-                count=count,
-                block=block_ms,
-            )
+            return self._link.read()
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -140,7 +136,6 @@ class Archiver:
             )
             self.ensure_group()
             return [], []
-        return raw_entries(reply)
 
     def _lag(self) -> None:
         try:
@@ -157,7 +152,7 @@ class Archiver:
     def _ack(self) -> None:
         while self._unacked:
             chunk = self._unacked[:10_000]
-            self.client.xack(keys.EVENTS, self.options.group, *chunk)
+            self._link.ack(chunk)
             del self._unacked[: len(chunk)]
 
     # -- buffering -----------------------------------------------------------
@@ -169,13 +164,7 @@ class Archiver:
             lost = [i for i, flat in zip(ids, flats, strict=True) if not flat]
             ids = [i for i, flat in zip(ids, flats, strict=True) if flat]
             flats = [flat for flat in flats if flat]
-            self._lost_ids.update(lost)
-            self.stats.lost += len(lost)
-            log.warning(
-                "%d pending events were trimmed from the stream before they were archived",
-                len(lost),
-                extra={"lost": len(lost), "first": lost[0], "last": lost[-1]},
-            )
+            self._count_lost(lost)
             self._unacked.extend(lost)
         if not ids:
             return
@@ -183,6 +172,16 @@ class Archiver:
             self._buffer_since = time.monotonic()
         self._buffer.extend_flat(ids, cast(list[list[str]], flats))
         self._buffer_ids += ids
+
+    def _count_lost(self, lost: list[str]) -> None:
+        """Pending entries whose data the stream trimmed before they were archived."""
+        self._lost_ids.update(lost)
+        self.stats.lost += len(lost)
+        log.warning(
+            "%d pending events were trimmed from the stream before they were archived",
+            len(lost),
+            extra={"lost": len(lost), "first": lost[0], "last": lost[-1]},
+        )
 
     def _due(self, final: bool) -> bool:
         if not self._buffer_ids:
@@ -267,7 +266,6 @@ class Archiver:
             deleted = [
                 str(i) for i in (reply[2] if len(reply) > 2 else []) if str(i) not in self._lost_ids
             ]
-            self._lost_ids.update(deleted)
             if claimed:
                 self.stats.recovered += len(claimed)
                 log.info(
@@ -281,12 +279,7 @@ class Archiver:
                     ],
                 )
             if deleted:
-                self.stats.lost += len(deleted)
-                log.warning(
-                    "%d pending events were trimmed from the stream before they were archived",
-                    len(deleted),
-                    extra={"lost": len(deleted)},
-                )
+                self._count_lost(deleted)
             if self._due(False):
                 self.flush()
             if start in ("0-0", "0"):
@@ -322,6 +315,7 @@ class Archiver:
                         break
                     delay = 0.1
                 except _UNAVAILABLE as exc:
+                    self._link.abandon()
                     if once:
                         raise BackendUnavailable("Redis is unavailable") from exc
                     log.warning(
@@ -331,10 +325,13 @@ class Archiver:
                     stop.wait(delay)
                     delay = min(delay * 2, 5.0)
             try:
+                if self._link.in_flight:  # a read sent ahead: archived, not left pending
+                    self._take(*self._read(">", None))
                 self.flush()
             except _UNAVAILABLE as exc:
                 raise BackendUnavailable("Redis is unavailable") from exc
         finally:
+            self._link.abandon()
             self.stats.seconds = time.monotonic() - self._started
         self._log_stopped()
         return self.stats
@@ -368,6 +365,9 @@ class Archiver:
         self._take(ids, flats)
         drained = once and not ids
         if self._due(drained):
+            if not drained:  # Redis builds the next batch while this one is written
+                block = None if once else self._block(now, deadline, buffered=False)
+                self._link.send_read(">", self.options.batch, block)
             self.flush()
         return drained
 
@@ -389,9 +389,11 @@ class Archiver:
             },
         )
 
-    def _block(self, now: float, deadline: float | None) -> int:
+    def _block(self, now: float, deadline: float | None, *, buffered: bool = True) -> int:
+        """Until the buffer's flush is due (not with ``buffered=False``: a read
+        sent ahead of a flush), the deadline, or ``block_ms``."""
         wait = self.options.block_ms / 1000
-        if self._buffer_ids:
+        if buffered and self._buffer_ids:
             wait = min(wait, self._buffer_since + self.options.flush_interval - now)
         if deadline is not None:
             wait = min(wait, deadline - now)
