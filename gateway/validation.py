@@ -2,10 +2,11 @@
 
 Every RPC call's params are checked, so the check is on the job path. A
 fast check decides alone when it passes an instance: the schema compiled to
-closures (``_compiled``, for the keywords the contract's params use: a
-``job.create``'s params in about 1.2 µs), else by fastjsonschema (about 2
-µs; jsonschema took 77). An instance the fast check refuses is checked again
-by jsonschema, the reference implementation, which reports every failure;
+closures (``_compiled``, for the keywords every method's params use: a
+``job.create``'s params in about 1.2 µs; jsonschema took 77). An instance
+the fast check refuses, and every instance of a schema it cannot take (the
+``Job`` results' ``oneOf``, checked in tests only), is checked by
+jsonschema, the reference implementation, which reports every failure;
 jsonschema has the last word, so a stricter fast check never refuses what
 the contract allows (``test_validation`` checks that the two agree on the
 contract's schemas).
@@ -13,7 +14,7 @@ contract's schemas).
 A ``pattern`` is ECMA-262, where ``$`` ends the string; Python's ``$``
 also matches before a trailing newline, so jsonschema's stock check would
 pass ``"alice"`` plus a newline as an identifier. Both checks here read
-``$`` as the end of the string (fastjsonschema does so itself).
+``$`` as the end of the string.
 
 jsonschema's own messages quote the offending value, which may be a secret
 (an env var) or a megabyte of script; clients and logs get the field path and
@@ -28,13 +29,12 @@ from functools import cache
 from math import inf as INF
 from typing import Any, Literal, cast
 
-import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import extend
 from referencing import Registry
 
-#: An unescaped ``$`` (as fastjsonschema finds it).
+#: An unescaped ``$``.
 _DOLLAR = re.compile(r"(?<!\\)\$")
 
 
@@ -84,53 +84,6 @@ def _message(error: ValidationError) -> str:
     return f"fails {keyword}"
 
 
-#: Keywords that mean the same in draft 7 (fastjsonschema's newest) as in
-#: 2020-12 (the contract's), when ``items`` is one schema.
-_SAME_IN_DRAFT7 = frozenset({
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
-    "minProperties", "maxProperties", "propertyNames", "oneOf", "anyOf", "allOf", "not",
-    "description", "title", "default", "examples", "deprecated", "$comment",
-})  # fmt: skip
-
-
-def _draft7(node: Any) -> Any:
-    """``node`` in draft 7 terms for the fast check, or None when a keyword has
-    no exact equivalent (then jsonschema alone checks the schema).
-
-    ``dependentRequired`` is draft 7's array form of ``dependencies``; ``format``
-    is dropped, since 2020-12 treats it as an annotation (jsonschema does not
-    assert it) while fastjsonschema would."""
-    if isinstance(node, list):
-        items = [_draft7(item) for item in node]
-        return None if any(item is None for item in items) else items
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "format":
-            continue
-        if key == "dependentRequired":
-            out["dependencies"] = value
-        elif key in _SAME_IN_DRAFT7 and not (key == "items" and isinstance(value, list)):
-            if key in {"properties", "enum", "const", "default", "examples", "required"}:
-                converted = value if key != "properties" else _draft7_map(value)
-            else:
-                converted = _draft7(value)
-            if converted is None and value is not None:
-                return None
-            out[key] = converted
-        else:
-            return None
-    return out
-
-
-def _draft7_map(properties: dict[str, Any]) -> dict[str, Any] | None:
-    out = {name: _draft7(sub) for name, sub in properties.items()}
-    return None if any(sub is None for sub in out.values()) else out
-
-
 #: Whether an instance passes a schema; False may also mean "not sure" (see ``_compiled``).
 Check = Callable[[Any], bool]
 
@@ -169,8 +122,7 @@ def _compiled(schema: Any) -> Check | None:
     ``bool`` for a number), ``uniqueItems`` is decided for strings only,
     ``enum`` for string values only. A keyword applies to its own type
     alone, as in JSON Schema. Each closure is built for the keywords its
-    schema has, with a single type's check folded in: a ``job.create``'s
-    params pass in about half fastjsonschema's time (docs/performance.md)."""
+    schema has, with a single type's check folded in (docs/performance.md)."""
     if not isinstance(schema, dict) or not schema.keys() <= _COMPILED:
         return None
     kinds = schema.get("type")
@@ -333,16 +285,11 @@ class Schema:
 
     The fast check is a predicate: the schema as closures (``_compiled``)
     where it uses only the keywords they know, as every method's params
-    do, else fastjsonschema's compiled code; a schema neither can take
-    (a ``$ref`` left in) is checked by jsonschema alone."""
+    do; any other schema is checked by jsonschema alone."""
 
     def __init__(self, schema: dict[str, Any], registry: Registry[Any]) -> None:
         self.validator = _Validator(schema, registry=registry)
         self._fast: Check | None = _compiled(schema)
-        if self._fast is None:
-            draft7 = _draft7(schema)  # None for a $ref left in (fastjsonschema would fetch it)
-            if draft7 is not None:
-                self._fast = _passes(fastjsonschema.compile(draft7, use_default=False))
 
     def is_valid(self, instance: Any) -> bool:
         return not self.problems(instance)
@@ -356,19 +303,6 @@ class Schema:
         if self.passes(instance):
             return []
         return _report(self.validator, instance)  # jsonschema says what, and whether it fails
-
-
-def _passes(validate: Callable[[Any], Any]) -> Check:
-    """fastjsonschema's ``validate`` (which raises) as a predicate."""
-
-    def check(instance: Any) -> bool:
-        try:
-            validate(instance)
-        except fastjsonschema.JsonSchemaValueException:
-            return False
-        return True
-
-    return check
 
 
 def _report(validator: Any, instance: Any) -> list[dict[str, str]]:

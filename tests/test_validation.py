@@ -1,6 +1,6 @@
 """validation: the fast check and jsonschema agree on the contract's schemas.
 
-The fast check (fastjsonschema) decides alone when it passes an instance,
+The fast check (the schema as closures) decides alone when it passes an instance,
 so it must never pass what jsonschema, the reference, refuses. Instances
 are generated from each schema (every method's params and every component)
 with one field at a time swapped for an awkward value: wrong types, bools
@@ -98,7 +98,10 @@ def schemas() -> list[tuple[str, Schema]]:
 
 @pytest.mark.parametrize(("name", "schema"), schemas(), ids=[n for n, _ in schemas()])
 def test_fast_check_and_jsonschema_agree(name: str, schema: Schema) -> None:
-    assert schema._fast is not None, "no fast check: a $ref is left in"
+    if schema._fast is None:  # a keyword the closures do not know: jsonschema alone
+        assert name in NOT_COMPILED, name
+        assert not schema.passes(sample(schema.validator.schema, random.Random(name)))
+        return
     rng = random.Random(name)
     valid = 0
     for _ in range(400):
@@ -120,8 +123,12 @@ def test_the_fast_check_fills_in_no_defaults() -> None:
     }
 
 
+#: Components checked by jsonschema alone (``oneOf``): results, checked in tests only.
+NOT_COMPILED = frozenset({"Job", "JobPage"})
+
+
 def test_every_methods_params_compile_to_closures() -> None:
-    """The job path never falls back to fastjsonschema: every method's params
+    """The job path never falls back to jsonschema alone: every method's params
     use only the keywords ``validation._compiled`` knows."""
     for method in contract.document()["methods"]:
         schema = ParamsValidator(method["name"])._validator.validator.schema
@@ -174,5 +181,5 @@ def test_the_closures_never_pass_what_jsonschema_refuses(instance: Any, in_param
     check = validation._compiled(schema.validator.schema)
     assert check is not None
     reference_ok = not list(schema.validator.iter_errors(instance))
-    assert not check(instance) or reference_ok
+    assert check(instance) == reference_ok
     assert (schema.problems(instance) == []) == reference_ok
