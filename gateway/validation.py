@@ -300,9 +300,12 @@ class Schema:
 
     def problems(self, instance: Any) -> list[dict[str, str]]:
         """Every failure as ``{"field", "message", "schema_path"}``, in a stable order."""
-        if self.passes(instance):
-            return []
-        return _report(self.validator, instance)  # jsonschema says what, and whether it fails
+        return [] if self.passes(instance) else self.report(instance)
+
+    def report(self, instance: Any) -> list[dict[str, str]]:
+        """``problems`` for a caller that ran the fast check already: jsonschema
+        says what fails, and whether anything does."""
+        return _report(self.validator, instance)
 
 
 def _report(validator: Any, instance: Any) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.model.job import stored_int
+from gateway.model.job import DEFAULT_TIMEOUT, stored_int
 
 #: The hash fields a claimed job is run from, after its id (CLAIM_FIELDS in
 #: hero.lua, whose last one, ``legacy``, stays inside Lua).
@@ -55,7 +55,7 @@ class Claimed:
             job_id=job_id,
             script=script or "",
             script_type=script_type,
-            timeout=stored_int(timeout, 300, low=1),
+            timeout=stored_int(timeout, DEFAULT_TIMEOUT, low=1),
             env_vars=_environment(env) if env and env != "{}" else {},  # most jobs: none
             caller_id=caller or "",
             context_id=context or "",

@@ -56,7 +56,7 @@ class ParamsValidator:
         keys = params.keys()
         found = [] if self._required <= keys <= self._known else self._names(params)
         if not found:
-            problems = self._validator.problems(params)
+            problems = self._validator.report(params)  # passes() refused it above
             if not problems:  # valid after all (the fast check was not sure)
                 return params
             found = [self._located(p) for p in problems]

@@ -97,8 +97,7 @@ def parse_element(value: Any, *, check: bool = True, unicode: bool = True) -> El
         return _invalid(echo, "the request holds invalid Unicode (a lone surrogate)")
     has_id = "id" in value
     reply_id: RequestId = value["id"] if has_id else None
-    # An int id, what clients mostly send, needs no more look (a bool is no int here).
-    id_ok = not has_id or type(reply_id) is int or _is_id(reply_id)
+    id_ok = not has_id or _is_id(reply_id)
     if not id_ok:
         reply_id = None
     if value.get("jsonrpc") != "2.0":
@@ -252,6 +251,8 @@ def _valid_envelope(value: dict[Any, Any]) -> bool:
 
 
 def _is_id(value: Any) -> bool:
+    if type(value) is int:  # what clients mostly send (a bool is no int here)
+        return True
     if isinstance(value, bool):
         return False
     if isinstance(value, float):

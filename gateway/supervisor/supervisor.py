@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from gateway.config import Config
@@ -134,12 +134,6 @@ class Supervisor:
             return spec
         return JobSpec.parse(spec, self.config.script_types, self.config.stream_types)
 
-    def _submit(self, spec: JobSpec, start: bool) -> Awaitable[Transition]:
-        """The job's ``hero_submit_many`` reply to await (``submission.accepted``
-        reads it), merged with the submits issued alongside it: the merger's
-        future itself, so a job's call is one coroutine frame shorter."""
-        return self._submits.submit((spec, start))
-
     async def _submit_jobs(
         self, jobs: Sequence[tuple[JobSpec, bool]]
     ) -> list[Transition | Exception]:
@@ -166,7 +160,7 @@ class Supervisor:
         """``Forbidden`` when a job with this id exists under another caller
         (a spec without caller_id, an admin's, may name any job)."""
         job = self.job_spec(spec)
-        reply = submission.accepted(job, await self._submit(job, start=False))
+        reply = submission.accepted(job, await self._submits.submit((job, False)))
         return {"job_id": job.job_id, "status": reply.status}
 
     async def _start_many(self, starts: Sequence[Start]) -> list[Transition | Exception]:
@@ -200,7 +194,7 @@ class Supervisor:
         fut = self.waits.register(job.job_id, job.caller_id or None)
         try:
             await self._reader.awake()
-            reply = submission.accepted(job, await self._submit(job, start=True))
+            reply = submission.accepted(job, await self._submits.submit((job, True)))
             self.waits.exists(job.job_id)
             if reply.verdict is not Verdict.EXISTS:
                 self.waits.created(job.job_id)
