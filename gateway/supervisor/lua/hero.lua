@@ -261,16 +261,17 @@ end
 -- made a skiplist at once), removed again in the same call: no reader of the
 -- data sees it (the AOF, a replica's stream and keyspace notifications carry
 -- both writes). No job id is that member: submit refuses ids that long.
-local long_member  -- 1100 bytes: longer than any job id a Function takes (built at first use)
+local long_member  -- longer than any job id a Function takes (built at first use)
 
 local function zadd_status(key, list)
-  -- (a call adding a member or two is left to its set's encoding: the look
-  -- would cost it more than it saves, and batches keep the set a skiplist)
+  -- (a call adding fewer than four members, `list` holding a score and a
+  -- member each, is left to its set's encoding: the look would cost it more
+  -- than it saves, and batches keep the set a skiplist)
   if #list < 8 or rcall('OBJECT', 'ENCODING', key) == 'skiplist' then
     batched('ZADD', key, list, 2000)
     return
   end
-  long_member = long_member or string.rep('~', 1100)
+  long_member = long_member or string.rep('~', MAX_ID_BYTES + 76)
   rcall('ZADD', key, 0, long_member)
   batched('ZADD', key, list, 2000)
   rcall('ZREM', key, long_member)
@@ -356,11 +357,11 @@ local function flush(ctx)
     ctx.unwritten = nil
   end
   if ctx.moved then flush_moves(ctx, ctx.moved) end
+  if ctx.ended then write_tombstones(ctx) end
   if ctx.zkeys then
     for _, key in ipairs(ctx.zkeys) do batched('ZADD', key, ctx.zadds[key], 2000) end
     ctx.zadds, ctx.zkeys = nil, nil
   end
-  if ctx.ended then write_tombstones(ctx) end
   if ctx.events then  -- the events of the call, trimmed once (see `emit`)
     rcall('XTRIM', EVENTS, 'MAXLEN', '~', ctx.maxlen, 'LIMIT', TRIM_LIMIT * ctx.events)
     if ctx.ends then
@@ -519,14 +520,16 @@ local function retain(ctx, id, status)
   ids[#ids + 1] = id
 end
 
--- The tombstones of the jobs this call ended (see retain).
+-- The tombstones of the jobs this call ended (see retain), added with the
+-- call's other sorted-set writes (`zpend`, written next by `flush`).
 write_tombstones = function(ctx)
   for status, by_type in pairs(ctx.ended) do
     for script_type, by_caller in pairs(by_type) do
       for caller, ids in pairs(by_caller) do
         for i = 1, #ids, TOMBSTONE_IDS do
-          local part = {unpack(ids, i, min(i + TOMBSTONE_IDS - 1, #ids))}
-          rcall('ZADD', EXPIRING, ctx.expiry, encode({ids = part, id = part[1], status = status,
+          local part = #ids <= TOMBSTONE_IDS and ids
+            or {unpack(ids, i, min(i + TOMBSTONE_IDS - 1, #ids))}
+          zpend(ctx, EXPIRING, ctx.expiry, encode({ids = part, id = part[1], status = status,
             script_type = script_type, caller_id = caller}))
         end
       end
