@@ -456,6 +456,24 @@ async def test_events_stream_is_trimmed_to_about_maxlen(
     assert 100 <= await rds.xlen(keys.EVENTS) < 300
 
 
+async def test_one_call_trims_as_far_as_each_of_its_events_could(
+    config: Config, rds: aioredis.Redis
+) -> None:
+    """A call trims the stream once, as far as its XADDs could have each
+    (Redis takes at most 10,000 entries per approximate trim): three events
+    take 30,000 stale entries off, where one trim's limit would leave 20,000."""
+    pipe = rds.pipeline(transaction=False)
+    for n in range(30_000):
+        pipe.xadd(keys.EVENTS, {"job_id": f"old{n}"})
+    await pipe.execute()
+    small = await Supervisor.connect(Config(redis_url=config.redis_url, events_maxlen=100))
+    try:  # three creates in one turn: one hero_submit_many call, three events
+        await asyncio.gather(*(small.create(job(script_type="osis")) for _ in range(3)))
+    finally:
+        await small.close()
+    assert await rds.xlen(keys.EVENTS) < 1_000
+
+
 # -- reading ------------------------------------------------------------------
 
 
