@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -67,6 +68,20 @@ def archived_ids(root: Path) -> list[str]:
 
 def pending(client: redis.Redis, group: str = "archive") -> int:
     return int(client.xpending(keys.EVENTS, group)["pending"])
+
+
+@contextlib.contextmanager
+def running(archiver: Archiver) -> Iterator[threading.Thread]:
+    """``archiver.run`` in a thread, stopped and joined on the way out."""
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(7)
+    assert not thread.is_alive()
 
 
 def options(out: Path, **kw: object) -> ArchiveOptions:
@@ -208,11 +223,7 @@ def test_progress_and_lag_are_logged(
 
 
 def test_live_mode_flushes_on_interval_and_stops(client: redis.Redis, tmp_path: Path) -> None:
-    archiver = Archiver(client, options(tmp_path, flush_interval=0.2, block_ms=100))
-    stop = threading.Event()
-    thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
-    thread.start()
-    try:
+    with running(Archiver(client, options(tmp_path, flush_interval=0.2, block_ms=100))):
         # the archiver creates stream and group first
         until(lambda: client.exists(keys.EVENTS), what="archiver started")
         ids = add_events(client, 7)  # far below the batch size: only the interval flushes it
@@ -221,10 +232,6 @@ def test_live_mode_flushes_on_interval_and_stops(client: redis.Redis, tmp_path: 
             what="interval flush",
         )
         assert sorted(archived_ids(tmp_path)) == sorted(ids)
-    finally:
-        stop.set()
-        thread.join(5)
-    assert not thread.is_alive()
 
 
 class StopsAfterFirstFlush(Archiver):
@@ -272,21 +279,13 @@ def test_connections_killed_with_a_read_in_flight_lose_nothing(
     ids = add_events(client, 100)
     client.xgroup_create(keys.EVENTS, "archive", id="0")
     archiver = KilledMidFlush(own, options(tmp_path, block_ms=1000))
-    stop = threading.Event()
-    thread = threading.Thread(target=lambda: archiver.run(stop=stop), daemon=True)
-    thread.start()
-    try:
+    with contextlib.closing(own), running(archiver):
         until(lambda: len(archived_ids(tmp_path)) == 100, what="the first batch")
         ids += add_events(client, 200, start_ms=BASE_MS + 500_000, prefix="k")
         until(
             lambda: not pending(client) and set(archived_ids(tmp_path)) == set(ids),
             what="every event archived after the kill",
         )
-    finally:
-        stop.set()
-        thread.join(5)
-        own.close()
-    assert not thread.is_alive()
     assert killed and archiver.stats.events == 300
 
 
@@ -336,4 +335,75 @@ def test_killed_archiver_resumes_without_loss(
     assert done.returncode == 0, done.stderr
     archived = archived_ids(tmp_path)
     assert len(set(archived)) == totals.events
+    assert pending(client) == 0
+
+
+def test_a_stall_while_a_batch_is_written_loses_no_batch_read_ahead(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    """Redis stalls past the archiver's socket timeout while it writes a
+    batch: the acks time out, and the read sent ahead, which Redis answered
+    with the next batch, is dropped with its connection. The running
+    archiver reads that batch again once Redis is back: not left pending
+    for a claim (none here) or a restart, and nothing archived twice."""
+    own = redis.Redis.from_url(redis_url, decode_responses=True, socket_timeout=0.5)
+    stalled: list[bool] = []
+
+    class StallsMidFlush(Archiver):
+        def flush(self) -> None:
+            if not stalled and self._buffer_ids:
+                assert self._link.in_flight
+                until(lambda: pending(client) == 200, what="the read ahead answered")
+                client.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+                stalled.append(True)
+            super().flush()
+
+    ids = add_events(client, 300)
+    client.xgroup_create(keys.EVENTS, "archive", id="0")
+    archiver = StallsMidFlush(own, options(tmp_path, block_ms=200, claim_idle=0))
+    with contextlib.closing(own), running(archiver):
+        until(
+            lambda: not pending(client) and set(archived_ids(tmp_path)) == set(ids),
+            what="every event archived after the stall",
+        )
+    assert stalled and len(archived_ids(tmp_path)) == 300
+    assert archiver.stats.recovered == 100  # the batch read ahead, taken back
+
+
+def clients(client: redis.Redis) -> list[dict[str, str]]:
+    return [{k: str(v) for k, v in c.items()} for c in client.client_list()]
+
+
+def test_a_stream_deleted_under_a_waiting_read_is_made_again(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    archiver = Archiver(client, options(tmp_path, flush_interval=0.1, block_ms=5000))
+    with running(archiver) as thread:
+        until(
+            lambda: any(c["cmd"] == "xreadgroup" and "b" in c["flags"] for c in clients(client)),
+            what="the archiver waiting on the stream",
+        )
+        client.delete(keys.EVENTS)  # Redis ends the waiting read with UNBLOCKED
+        until(lambda: client.exists(keys.EVENTS), what="the stream and its group made again")
+        ids = add_events(client, 7)
+        until(
+            lambda: not pending(client) and sorted(archived_ids(tmp_path)) == sorted(ids),
+            what="events after the deletion archived",
+        )
+        assert thread.is_alive()
+
+
+def test_a_pool_of_one_connection_archives_without_reading_ahead(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    """A read sent ahead holds a connection while the acks need another: a
+    client whose pool allows one connection reads after each flush instead."""
+    ids = add_events(client, 300)
+    one = redis.Redis.from_url(redis_url, decode_responses=True, max_connections=1)
+    try:
+        stats = Archiver(one, options(tmp_path)).run(once=True)
+    finally:
+        one.close()
+    assert stats.events == 300 and stats.flushes == 3
+    assert sorted(archived_ids(tmp_path)) == sorted(ids)
     assert pending(client) == 0

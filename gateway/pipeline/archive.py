@@ -2,15 +2,17 @@
 
 Delivery is at-least-once and nothing is acknowledged before it is durable:
 
-1. On start the consumer re-reads its own pending entries (``XREADGROUP`` from
-   id ``0``: delivered before a crash, never acknowledged), then claims
+1. On start, and after a lost connection, the consumer re-reads its own
+   pending entries (``XREADGROUP`` from id ``0``: delivered before a crash,
+   or to a read whose connection was lost, never acknowledged), then claims
    entries other consumers left idle for ``claim_idle`` seconds (``XAUTOCLAIM``),
    then reads new entries (``>``).
 2. Entries are buffered until ``batch`` of them or ``flush_interval`` seconds
    have gone by, then written (``store.write_events``: temp file, fsync,
    rename, fsync of the folder) and only then ``XACK``-ed. The read of the
    next batch is sent before a batch is written, so Redis builds it
-   meanwhile; its entries are pending from then on, like any read's.
+   meanwhile (not with a client whose pool allows one connection); its
+   entries are pending from then on, like any read's.
 
 A crash between the write and the ack re-archives those entries (and the
 batch read ahead) on restart: duplicates, removed downstream by event id.
@@ -111,15 +113,6 @@ class Archiver:
 
     # -- redis ---------------------------------------------------------------
 
-    def ensure_group(self) -> None:
-        """Create the consumer group (and the stream) if missing, from the stream's start."""
-        try:
-            self.client.xgroup_create(keys.EVENTS, self.options.group, id="0", mkstream=True)
-            log.info("archive group created", extra={"group": self.options.group})
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
     def _read(self, start: str, block_ms: int | None) -> Entries:
         """The read in flight (sent ahead by ``_step``), else a new one."""
         if not self._link.in_flight:
@@ -128,26 +121,13 @@ class Archiver:
         try:
             return self._link.read()
         except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            # NOGROUP: the group was destroyed; UNBLOCKED: the stream was
+            # deleted (with its group) while the read waited on it
+            if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                 raise
-            log.warning(
-                "archive group vanished; recreating it",
-                extra={"group": self.options.group},
-            )
-            self.ensure_group()
+            log.warning("archive group gone; made again", extra={"group": self.options.group})
+            self._link.ensure_group()
             return [], []
-
-    def _lag(self) -> None:
-        try:
-            groups = self.client.xinfo_groups(keys.EVENTS)
-        except redis.ResponseError:
-            return
-        for info in groups:
-            name = info.get("name")
-            if name in (self.options.group, self.options.group.encode()):
-                lag = info.get("lag")
-                self.stats.lag = int(lag) if lag is not None else None
-                self.stats.pending = int(info.get("pending") or 0)
 
     def _ack(self) -> None:
         while self._unacked:
@@ -201,7 +181,9 @@ class Archiver:
             self._buffer = EventColumns()
             self._buffer_ids = []
             self._ack()
-            self._lag()
+            lag = self._link.lag()
+            if lag is not None:
+                self.stats.lag, self.stats.pending = lag
             log.info(
                 "archived events: %d in %d files, lag %s, pending %s, %.0f events/s",
                 self.stats.events,
@@ -228,15 +210,22 @@ class Archiver:
     # -- phases --------------------------------------------------------------
 
     def _recover_own(self) -> None:
-        """Re-read this consumer's pending entries (delivered, never acked)."""
+        """Re-read this consumer's pending entries (delivered, never acked): at
+        start, and after a lost connection, whose read in flight may have
+        delivered a batch nobody took. Those in hand (buffered, or written
+        and not acked yet) are not taken twice."""
+        in_hand = set(self._buffer_ids).union(self._unacked)
         position = "0"
         while True:
             ids, flats = self._read(position, None)
             if not ids:
                 return
+            position = ids[-1]
+            if in_hand:
+                new = [k for k, i in enumerate(ids) if i not in in_hand]
+                ids, flats = [ids[k] for k in new], [flats[k] for k in new]
             self.stats.recovered += len(ids)
             self._take(ids, flats)
-            position = ids[-1]
             if self._due(False):
                 self.flush()
 
@@ -301,7 +290,7 @@ class Archiver:
         deadline = None if max_seconds is None else self._started + max_seconds
         stop = stop or threading.Event()
         delay = 0.1
-        recovered = False
+        recovered, resumed = False, False
         try:
             while not stop.is_set():
                 now = time.monotonic()
@@ -309,13 +298,14 @@ class Archiver:
                     break
                 try:
                     if not recovered:
-                        self._start()
+                        self._start(resumed)
                         recovered = True
                     if self._step(now, deadline, once):
                         break
                     delay = 0.1
                 except _UNAVAILABLE as exc:
-                    self._link.abandon()
+                    self._link.abandon()  # what its read delivered is pending: taken back
+                    recovered, resumed = False, recovered or resumed
                     if once:
                         raise BackendUnavailable("Redis is unavailable") from exc
                     log.warning(
@@ -336,13 +326,15 @@ class Archiver:
         self._log_stopped()
         return self.stats
 
-    def _start(self) -> None:
-        """Make sure the group exists, then take back what was left pending."""
-        self.ensure_group()
+    def _start(self, resumed: bool) -> None:
+        """Make sure the group exists, then take back what was left pending
+        (``resumed``: after a lost connection)."""
+        self._link.ensure_group()
         self._recover_own()
         self._claim_idle()
         log.info(
-            "archive started: group %s, consumer %s, %d pending recovered",
+            "archive %s: group %s, consumer %s, %d pending recovered",
+            "resumed" if resumed else "started",
             self.options.group,
             self.options.consumer,
             self.stats.recovered,
@@ -365,7 +357,9 @@ class Archiver:
         self._take(ids, flats)
         drained = once and not ids
         if self._due(drained):
-            if not drained:  # Redis builds the next batch while this one is written
+            # Redis builds the next batch while this one is written (on a
+            # connection of its own: not with a pool of one)
+            if not drained and self._link.reads_ahead:
                 block = None if once else self._block(now, deadline, buffered=False)
                 self._link.send_read(">", self.options.batch, block)
             self.flush()

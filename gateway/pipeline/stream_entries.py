@@ -8,6 +8,7 @@ commands packed by hiredis, and may send a read ahead of taking its reply.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from redis.connection import ConnectionInterface
 from gateway.supervisor import keys
 
 Entries = tuple[list[str], list[list[str] | None]]
+
+log = logging.getLogger("gateway.pipeline.archive")
 
 
 def _text(value: Any) -> str:
@@ -50,7 +53,8 @@ def _pack(*args: Any) -> bytes:
 
 
 class GroupLink:
-    """One consumer's ``XREADGROUP`` and ``XACK`` on the events stream.
+    """One consumer's group on the events stream: its ``XREADGROUP`` and
+    ``XACK``, made and looked at.
 
     Why not redis-py's commands: it packs a command by a Python call per
     argument, about 2 µs per id of an ``XACK`` of 10,000 ids, a fifth of the
@@ -62,11 +66,37 @@ class GroupLink:
     """
 
     def __init__(self, client: redis.Redis, group: str, consumer: str) -> None:
+        self._client = client
         self._pool = client.connection_pool
         self._group = group
         self._consumer = consumer
         #: The connection a read was sent on, until its reply is taken.
         self._reading: ConnectionInterface | None = None
+        #: Whether a read may be sent ahead: it holds a connection while the
+        #: acks (and the client's other commands) take another.
+        self.reads_ahead = getattr(self._pool, "max_connections", 2) > 1
+
+    def ensure_group(self) -> None:
+        """Create the consumer group (and the stream) if missing, from the stream's start."""
+        try:
+            self._client.xgroup_create(keys.EVENTS, self._group, id="0", mkstream=True)
+            log.info("archive group created", extra={"group": self._group})
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def lag(self) -> tuple[int | None, int] | None:
+        """The group's lag (None: Redis cannot count it) and pending count
+        (``XINFO GROUPS``); None without the stream or the group."""
+        try:
+            groups = self._client.xinfo_groups(keys.EVENTS)
+        except redis.ResponseError:
+            return None
+        for info in groups:
+            if info.get("name") in (self._group, self._group.encode()):
+                lag = info.get("lag")
+                return (int(lag) if lag is not None else None), int(info.get("pending") or 0)
+        return None
 
     @property
     def in_flight(self) -> bool:
