@@ -183,6 +183,23 @@ async def indexed(rds: aioredis.Redis, job_id: str, caller: str) -> list[str]:
     return found
 
 
+async def finished_in_one_cycle(sup: Supervisor, config: Config, ids: list[str]) -> list[str]:
+    """``ids`` created and started (type osis, caller alice), claimed by an
+    actor and reported finished in one cycle; their ids in the order it did."""
+    for job_id in ids:
+        await sup.create(spec(job_id, script_type="osis", caller_id="alice"))
+        await sup.start(job_id)
+    actor = ActorLink(config, "osis", "default", "pruned")
+    await actor.open()
+    try:
+        claimed = await actor.cycle([], len(ids))
+        assert sorted(c.job_id for c in claimed) == sorted(ids)
+        await actor.cycle([c.ended("finished", "done") for c in claimed], 0)
+    finally:
+        await actor.close()
+    return [c.job_id for c in claimed]
+
+
 async def test_the_jobs_one_call_ends_share_a_tombstone_and_all_leave_the_indexes(
     kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
 ) -> None:
@@ -191,21 +208,11 @@ async def test_the_jobs_one_call_ends_share_a_tombstone_and_all_leave_the_indexe
     them out of every index, and their replies with them."""
     config, rds = private
     ids = ["t1", "t2", "t3"]
-    for job_id in ids:
-        await kept_briefly.create(spec(job_id, script_type="osis", caller_id="alice"))
-        await kept_briefly.start(job_id)
-    actor = ActorLink(config, "osis", "default", "pruned")
-    await actor.open()
-    try:
-        claimed = await actor.cycle([], 3)
-        assert sorted(c.job_id for c in claimed) == ids
-        await actor.cycle([c.ended("finished", "done") for c in claimed], 0)
-    finally:
-        await actor.close()
+    ended = await finished_in_one_cycle(kept_briefly, config, ids)
     (tombstone,) = await rds.zrange(keys.EXPIRING, 0, -1)
     assert json.loads(tombstone) == {
-        "ids": [c.job_id for c in claimed], "id": claimed[0].job_id, "status": "finished",
-        "script_type": "osis", "caller_id": "alice",
+        "ids": ended, "id": ended[0], "status": "finished", "script_type": "osis",
+        "caller_id": "alice",
     }  # fmt: skip
     for job_id in ids:
         assert len(await indexed(rds, job_id, "alice")) == 4
@@ -219,6 +226,34 @@ async def test_the_jobs_one_call_ends_share_a_tombstone_and_all_leave_the_indexe
     for job_id in ids:
         assert await indexed(rds, job_id, "alice") == []
     assert not await rds.exists(keys.reply("t2"))
+    assert await rds.zcard(keys.EXPIRING) == 0
+
+
+async def test_hashes_that_outlive_their_tombstone_are_pruned_when_they_go(
+    kept_briefly: Supervisor, private: tuple[Config, aioredis.Redis]
+) -> None:
+    """A tombstone falls due at its call's time plus the TTL, the hashes'
+    EXPIREs count from a moment later: a prune in between finds the hashes
+    still there. Their ids go into a tombstone due when the hashes go, not
+    out of mind with their index entries kept for good."""
+    config, rds = private
+    ids = ["o1", "o2"]
+    await finished_in_one_cycle(kept_briefly, config, ids)
+    (tombstone,) = await rds.zrange(keys.EXPIRING, 0, -1)
+    seconds, micros = await rds.time()
+    now_ms = seconds * 1000 + micros // 1000
+    await rds.zadd(keys.EXPIRING, {tombstone: now_ms - 1})  # due, the hashes kept ~TTL more
+
+    assert (await kept_briefly.maintenance.tick())["pruned"] == 2  # looked at, both kept
+
+    for job_id in ids:
+        assert len(await indexed(rds, job_id, "alice")) == 4
+    ((later, due),) = await rds.zrange(keys.EXPIRING, 0, -1, withscores=True)
+    assert sorted(json.loads(later)["ids"]) == ids and due > now_ms
+    await asyncio.sleep(PAST_TTL)
+    assert (await kept_briefly.maintenance.tick())["pruned"] == 2
+    for job_id in ids:
+        assert await indexed(rds, job_id, "alice") == []
     assert await rds.zcard(keys.EXPIRING) == 0
 
 

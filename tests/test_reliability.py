@@ -337,6 +337,18 @@ async def test_purge_clears_ended_jobs_only(fsup: Supervisor, actors: Any) -> No
     assert await fsup.purge("finished", older_than=3600) == {"deleted": 0}
 
 
+async def test_purge_passes_over_an_entry_whose_job_is_gone(
+    fsup: Supervisor, actors: Any, rds: aioredis.Redis
+) -> None:
+    """An index entry whose hash expired, its prune still to come, is no job
+    to delete: purge goes on past it and ends."""
+    actors()
+    await fsup.run(job(job_id="ended"), wait=20)
+    await rds.zadd(keys.index_status("finished"), {"expired": 1})
+    assert await asyncio.wait_for(fsup.purge("finished"), 10) == {"deleted": 1}
+    assert await rds.zrange(keys.index_status("finished"), 0, -1) == ["expired"]
+
+
 async def test_actor_adopts_jobs_it_holds_but_is_not_running(
     fsup: Supervisor, fast: Config, actors: Any
 ) -> None:

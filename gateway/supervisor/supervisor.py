@@ -289,15 +289,18 @@ class Supervisor:
         # Index scores are Redis's clock, not ours: with no age asked for, take
         # every ended job (a job that ended this very millisecond included).
         cutoff = str(int((time.time() - older_than) * 1000)) if older_than > 0 else "+inf"
-        deleted = 0
+        # An entry whose hash is gone already (expired, its prune to come)
+        # stays: the next read starts past those, not at them again.
+        deleted = passed = 0
         while ids := await self.wire.execute_command(
-            "ZRANGEBYSCORE", keys.index_status(status), "-inf", cutoff, "LIMIT", 0, 500
+            "ZRANGEBYSCORE", keys.index_status(status), "-inf", cutoff, "LIMIT", passed, 500
         ):
             calls = [functions.delete(job_id) for job_id in ids]
             for done in await library.pipeline(self.wire, self.config, calls):
                 if isinstance(done, Exception):
                     raise done
                 deleted += done
+                passed += not done
         return {"deleted": deleted}
 
     @guarded

@@ -2026,6 +2026,12 @@ local function hero_abandon(_, args)
 end
 
 -- Drop index entries of ended jobs whose hash has expired.
+-- A hash may outlive its tombstone's score by a few ms (the ending call's
+-- EXPIREs count from the clock as they run, its tombstone from the call's
+-- start, and a key expires only once that time is past): those ids, still
+-- expiring, go into a tombstone of their own, due when the hash goes. A hash
+-- kept for good (a dead letter replayed) or of a job made again under the id
+-- is left to its own end.
 -- ARGV: head, limit (of jobs: the tombstones due are taken whole, in order,
 -- until that many jobs were looked at). Returns the jobs looked at.
 local function hero_prune(_, args)
@@ -2036,9 +2042,11 @@ local function hero_prune(_, args)
     if #due == 0 then break end
     for _, raw in ipairs(due) do
       local t = decode(raw)
+      local later, last = {}, 0  -- ids whose hash expires after this tombstone
       -- (a tombstone written before they were shared names one job)
       for _, id in ipairs(t.ids or {t.id}) do
-        if rcall('EXISTS', JOB .. id) == 0 then
+        local left = rcall('PTTL', JOB .. id)
+        if left == -2 then  -- (no such key)
           rcall('ZREM', IDX_ALL, id)
           rcall('ZREM', IDX_STATUS .. t.status, id)
           rcall('ZREM', IDX_TYPE .. t.script_type, id)
@@ -2046,10 +2054,16 @@ local function hero_prune(_, args)
           -- an outside actor may push its reply after we recorded its end (and
           -- set the reply's TTL on nothing): the reply goes with its job
           rcall('DEL', REPLY .. id)
+        elseif left >= 0 then
+          later[#later + 1], last = id, max(last, left)
         end
         n = n + 1
       end
       rcall('ZREM', EXPIRING, raw)
+      if #later > 0 then
+        rcall('ZADD', EXPIRING, ctx.ms + last + 1, encode({ids = later, id = later[1],
+          status = t.status, script_type = t.script_type, caller_id = t.caller_id}))
+      end
       if n >= limit then break end
     end
   end
