@@ -290,7 +290,7 @@ class Archiver:
         deadline = None if max_seconds is None else self._started + max_seconds
         stop = stop or threading.Event()
         delay = 0.1
-        recovered, resumed = False, False
+        recovered = resumed = False  # resumed: started once already
         try:
             while not stop.is_set():
                 now = time.monotonic()
@@ -299,13 +299,13 @@ class Archiver:
                 try:
                     if not recovered:
                         self._start(resumed)
-                        recovered = True
+                        recovered = resumed = True
                     if self._step(now, deadline, once):
                         break
                     delay = 0.1
                 except _UNAVAILABLE as exc:
                     self._link.abandon()  # what its read delivered is pending: taken back
-                    recovered, resumed = False, recovered or resumed
+                    recovered = False
                     if once:
                         raise BackendUnavailable("Redis is unavailable") from exc
                     log.warning(

@@ -520,6 +520,12 @@ local function retain(ctx, id, status)
   ids[#ids + 1] = id
 end
 
+-- A tombstone's member of EXPIRING (see retain; `id` for libraries before).
+local function tombstone(ids, status, script_type, caller_id)
+  return encode({ids = ids, id = ids[1], status = status, script_type = script_type,
+    caller_id = caller_id})
+end
+
 -- The tombstones of the jobs this call ended (see retain), added with the
 -- call's other sorted-set writes (`zpend`, written next by `flush`).
 write_tombstones = function(ctx)
@@ -529,8 +535,7 @@ write_tombstones = function(ctx)
         for i = 1, #ids, TOMBSTONE_IDS do
           local part = #ids <= TOMBSTONE_IDS and ids
             or {unpack(ids, i, min(i + TOMBSTONE_IDS - 1, #ids))}
-          zpend(ctx, EXPIRING, ctx.expiry, encode({ids = part, id = part[1], status = status,
-            script_type = script_type, caller_id = caller}))
+          zpend(ctx, EXPIRING, ctx.expiry, tombstone(part, status, script_type, caller))
         end
       end
     end
@@ -2042,7 +2047,7 @@ local function hero_prune(_, args)
     if #due == 0 then break end
     for _, raw in ipairs(due) do
       local t = decode(raw)
-      local later, last = {}, 0  -- ids whose hash expires after this tombstone
+      local later, last = nil, 0  -- ids whose hash expires after this tombstone
       -- (a tombstone written before they were shared names one job)
       for _, id in ipairs(t.ids or {t.id}) do
         local left = rcall('PTTL', JOB .. id)
@@ -2055,14 +2060,15 @@ local function hero_prune(_, args)
           -- set the reply's TTL on nothing): the reply goes with its job
           rcall('DEL', REPLY .. id)
         elseif left >= 0 then
+          later = later or {}
           later[#later + 1], last = id, max(last, left)
         end
         n = n + 1
       end
       rcall('ZREM', EXPIRING, raw)
-      if #later > 0 then
-        rcall('ZADD', EXPIRING, ctx.ms + last + 1, encode({ids = later, id = later[1],
-          status = t.status, script_type = t.script_type, caller_id = t.caller_id}))
+      if later then
+        rcall('ZADD', EXPIRING, ctx.ms + last + 1,
+          tombstone(later, t.status, t.script_type, t.caller_id))
       end
       if n >= limit then break end
     end
